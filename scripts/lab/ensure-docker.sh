@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Make sure docker.io and debootstrap are installed and a Docker daemon answers.
+# On hosts without systemd as PID 1 (CI containers) dockerd is started in the background.
+set -euo pipefail
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v gpg >/dev/null 2>&1 || need+=(gnupg)
+command -v dpkg-scanpackages >/dev/null 2>&1 || need+=(dpkg-dev)
+command -v apt-ftparchive >/dev/null 2>&1 || need+=(apt-utils)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "lab: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if docker info >/dev/null 2>&1; then
+  exit 0
+fi
+if [ "$(ps -o comm= -p 1)" = systemd ]; then
+  systemctl start docker
+else
+  echo "lab: starting dockerd in the background (log: /var/log/dockerd.log)"
+  setsid dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
+fi
+for _ in $(seq 1 60); do
+  docker info >/dev/null 2>&1 && exit 0
+  sleep 1
+done
+echo "lab: the Docker daemon did not answer within 60 s; see /var/log/dockerd.log" >&2
+exit 1
