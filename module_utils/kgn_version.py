@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 # 1.23 / 1.23.1 / v1.23.1 / 1.23.1-eks-abc / 1.27.3+k3s1 / 535.104.05 (NVIDIA drivers have 3 parts)
-_VERSION_RE = re.compile(r"^v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?P<suffix>[-+][0-9A-Za-z.+-]*)?$")
+_VERSION_RE = re.compile(r"^v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?P<suffix>[-+][0-9A-Za-z.+-]+)?$")
 ACCEPTED = "a version string such as '1.23', '1.23.1', 'v1.23.1', '1.23.1-eks-abc' or '1.27.3+k3s1'"
 
 
@@ -23,8 +23,10 @@ def parse_version(value: object, what: str = "version") -> tuple[int, int, int]:
     Floats are refused on purpose: YAML turns an unquoted ``1.20`` into ``1.2``, which would
     silently select the wrong Kubernetes minor.
     """
-    if value is None or isinstance(value, bool):
-        raise VersionError(f"{what} is not set (got {value!r}); expected {ACCEPTED}")
+    if value is None:
+        raise VersionError(f"{what} is not set (got None); expected {ACCEPTED}")
+    if isinstance(value, bool):
+        raise VersionError(f"{what} was given as the boolean {value!r}; expected {ACCEPTED}")
     if isinstance(value, float):
         raise VersionError(
             f"{what} was given as the number {value!r}; quote it in YAML (\"{value}\" may have lost a "
@@ -32,7 +34,11 @@ def parse_version(value: object, what: str = "version") -> tuple[int, int, int]:
         )
     if isinstance(value, int):
         raise VersionError(f"{what} was given as the number {value!r}; expected {ACCEPTED}")
-    text = str(value).strip()
+    if not isinstance(value, str):
+        raise VersionError(f"{what} was given as a {type(value).__name__} ({value!r}); expected {ACCEPTED}")
+    text = value.strip()
+    if not text:
+        raise VersionError(f"{what} is empty; expected {ACCEPTED}")
     match = _VERSION_RE.match(text)
     if not match:
         raise VersionError(f"{what} {text!r} is not a version; expected {ACCEPTED}")

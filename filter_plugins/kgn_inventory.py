@@ -1,0 +1,72 @@
+"""Inventory contract checks for playbooks/validate.yml (run before any host is touched).
+
+The per-topic decisions are not repeated here: the Kubernetes version range comes from the
+scheduler filters and the stack names and conflicts from the stack catalog, imported as sibling
+modules (a plain project cannot import one filter file from another by package name).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ansible.errors import AnsibleFilterError
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, "..", "module_utils"))
+sys.path.insert(0, _HERE)
+import kgn_scheduler  # noqa: E402
+import kgn_stacks  # noqa: E402
+
+CHOICES = {
+    "kube_scheduler_style": ("auto", "kubeadm", "systemd"),
+    "container_runtime": ("auto", "docker", "containerd", "crio"),
+}
+REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
+
+
+def _check_host(host: str, hv) -> list[str]:
+    problems = []
+    version = hv.get("kubernetes_version")
+    try:
+        kgn_scheduler.kgn_scheduler_variant(version)
+    except AnsibleFilterError as exc:
+        problems.append(f"{host}: kubernetes_version: {exc.message}")
+    for var, accepted in CHOICES.items():
+        value = hv.get(var, "auto")
+        if value not in accepted:
+            problems.append(f"{host}: {var} is {value!r}; accepted values: {', '.join(accepted)}")
+    stacks = hv.get("gpu_sharing_stacks", [])
+    if not isinstance(stacks, list) or not all(isinstance(s, str) for s in stacks):
+        problems.append(f"{host}: gpu_sharing_stacks must be a list of stack names, got {stacks!r}")
+    else:
+        known = sorted(kgn_stacks.STACKS)
+        for stack in stacks:
+            if stack not in known:
+                problems.append(
+                    f"{host}: gpu_sharing_stacks has unknown stack {stack!r}; accepted values: {', '.join(known)}"
+                )
+    return problems
+
+
+def kgn_inventory_problems(groups: dict, hostvars) -> list[str]:
+    """Return every violation of the inventory contract, one readable line each (empty when valid)."""
+    problems = [
+        f"inventory: group {group!r} is missing; every inventory defines it (it may be empty only for "
+        "kube_control_plane on a managed control plane)"
+        for group in REQUIRED_GROUPS
+        if group not in groups
+    ]
+    if not groups.get("gpu_nodes"):
+        problems.append("inventory: group 'gpu_nodes' has no hosts; list the GPU nodes to configure")
+    hosts = sorted(set(groups.get("kube_control_plane", [])) | set(groups.get("gpu_nodes", [])))
+    for host in hosts:
+        problems.extend(_check_host(host, hostvars[host]))
+    return problems
+
+
+class FilterModule:
+    """Inventory contract filters."""
+
+    def filters(self):
+        return {"kgn_inventory_problems": kgn_inventory_problems}

@@ -1,0 +1,278 @@
+"""The GPU-sharing stack catalog: the single source of truth for what each stack deploys, selects on
+and needs from kube-scheduler.
+
+Filters:
+  kgn_stack_catalog    the catalog entries of the chosen stacks (resources, labels, extender, service)
+  kgn_stack_extenders  the kube-scheduler extenders of the chosen stacks, in the neutral form the
+                       scheduler filters (kgn_scheduler.py) take
+  kgn_stack_problems   conflicts and bad input, as a list of messages (empty = fine); the validate
+                       playbook fails on a non-empty list before any host is touched
+
+Sources (keys from shared/reference/version-facts.md and the seeds):
+  gpushare   seeds/gpushare-on-kubeasz-1.23.md, seeds/gpu-sharing-design-policy-json-mps.md
+             (urlPrefix http://127.0.0.1:32766/gpushare-scheduler, filter + bind, nodeCacheCapable,
+             managedResources aliyun.com/gpu-mem ignoredByScheduler false, ignorable false,
+             Service NodePort 32766 -> 12345, nodeSelector gpushare=true)
+  nano_gpu   seeds/superedge-device-plugin-nano-gpu.md (urlPrefix .../scheduler, filterVerb filter,
+             prioritizeVerb priorities, bindVerb bind, weight 1, nodeCacheCapable, managedResources
+             nano-gpu/gpu-percent); nano-gpu-scheduler deploy yaml: Service port 39999
+  elastic_gpu seeds/elastic-gpu-on-oke.md (agent nodeSelector gpu-node=true, toleration
+             nvidia.com/gpu); elastic-gpu-scheduler README: same verbs as nano-gpu on port 39999,
+             managedResources elasticgpu.io/gpu-memory and elasticgpu.io/gpu-core
+  nvidia_device_plugin  version-facts E (no extender; resource nvidia.com/gpu)
+Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one binder only): [A3].
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible.errors import AnsibleFilterError
+
+# The neutral extender form uses Go zero values for unset fields ("" verb, 0 weight, 0 timeout,
+# {} tls), which is exactly how kube-scheduler reads them [A3]; the scheduler filters may omit them.
+_EXTENDER_KEYS = (
+    "url_prefix", "filter_verb", "prioritize_verb", "preempt_verb", "bind_verb", "weight",
+    "enable_https", "http_timeout", "node_cache_capable", "managed_resources", "ignorable", "tls",
+)
+
+_CATALOG = {
+    "nvidia_device_plugin": {
+        "description": "NVIDIA k8s-device-plugin: whole GPUs, optionally time-sliced or MPS-shared",
+        "resources": ["nvidia.com/gpu"],
+        # The upstream static manifest has no nodeSelector; its Helm chart selects on this GPU
+        # Feature Discovery / GPU operator label, which kgn_labels sets from the GPU facts.
+        "node_labels": {"nvidia.com/gpu.present": "true"},
+        "claims_whole_gpus": True,
+        "extender": None,
+        "service": None,
+    },
+    "gpushare": {
+        "description": "Aliyun gpushare: GPU memory sharing through a scheduler extender",
+        "resources": ["aliyun.com/gpu-mem", "aliyun.com/gpu-count"],
+        "node_labels": {"gpushare": "true"},
+        "claims_whole_gpus": True,
+        "extender": {
+            "path": "/gpushare-scheduler",
+            "filter_verb": "filter",
+            "prioritize_verb": "",
+            "preempt_verb": "",
+            "bind_verb": "bind",
+            "weight": 0,
+            "http_timeout": 0,
+            "node_cache_capable": True,
+            "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
+            "ignorable": False,
+        },
+        "service": {"name": "gpushare-schd-extender", "port": 12345, "node_port": 32766},
+    },
+    "nano_gpu": {
+        "description": "Tencent nano-gpu: GPU percentage sharing through a scheduler extender",
+        "resources": ["nano-gpu/gpu-percent"],
+        # Upstream's agent DaemonSet has no nodeSelector; this project restricts it to the nodes
+        # that chose the stack, in the style of gpushare=true.
+        "node_labels": {"nano-gpu": "true"},
+        "claims_whole_gpus": True,
+        "extender": {
+            "path": "/scheduler",
+            "filter_verb": "filter",
+            "prioritize_verb": "priorities",
+            "preempt_verb": "",
+            "bind_verb": "bind",
+            "weight": 1,
+            "http_timeout": 0,
+            "node_cache_capable": True,
+            "managed_resources": [{"name": "nano-gpu/gpu-percent", "ignored_by_scheduler": False}],
+            "ignorable": False,
+        },
+        # node_port is this project's choice (upstream uses a ClusterIP Service) so that a
+        # kube-scheduler on the host network can reach it at 127.0.0.1 like gpushare.
+        "service": {"name": "nano-gpu-scheduler", "port": 39999, "node_port": 32765},
+    },
+    "elastic_gpu": {
+        "description": "elastic-gpu: GPU claims (CRDs) with a scheduler extender and node agent",
+        "resources": ["elasticgpu.io/gpu-core", "elasticgpu.io/gpu-memory"],
+        "node_labels": {"gpu-node": "true"},
+        "claims_whole_gpus": True,
+        "extender": {
+            "path": "/scheduler",
+            "filter_verb": "filter",
+            "prioritize_verb": "priorities",
+            "preempt_verb": "",
+            "bind_verb": "bind",
+            "weight": 1,
+            "http_timeout": 0,
+            "node_cache_capable": True,
+            "managed_resources": [
+                {"name": "elasticgpu.io/gpu-memory", "ignored_by_scheduler": False},
+                {"name": "elasticgpu.io/gpu-core", "ignored_by_scheduler": False},
+            ],
+            "ignorable": False,
+        },
+        "service": {"name": "elastic-gpu-scheduler", "port": 39999, "node_port": 32764},
+    },
+}
+
+STACK_NAMES = tuple(_CATALOG)
+_ACCEPTED = ", ".join(STACK_NAMES)
+
+
+def _stack_list(stacks, what="gpu_sharing_stacks"):
+    """Validate a list of stack names; return it without duplicates, order kept."""
+    if stacks is None:
+        return []
+    if isinstance(stacks, str) or not isinstance(stacks, (list, tuple)):
+        raise AnsibleFilterError(
+            f"{what} must be a list of stack names, got {type(stacks).__name__} {stacks!r}; "
+            f"write it as a YAML list, e.g. [gpushare]. Accepted names: {_ACCEPTED}"
+        )
+    unknown = [s for s in stacks if s not in _CATALOG]
+    if unknown:
+        raise AnsibleFilterError(
+            f"{what} contains unknown stack(s) {', '.join(map(repr, unknown))}; accepted: {_ACCEPTED}"
+        )
+    seen = []
+    for stack in stacks:
+        if stack not in seen:
+            seen.append(stack)
+    return seen
+
+
+def kgn_stack_catalog(stacks=None):
+    """Catalog entries of ``stacks`` (all stacks when None), as a dict name -> entry."""
+    names = STACK_NAMES if stacks is None else _stack_list(stacks)
+    return {name: copy.deepcopy(_CATALOG[name]) for name in names}
+
+
+def _tls(value, stack):
+    if value in (None, {}):
+        return {}
+    if not isinstance(value, dict):
+        raise AnsibleFilterError(f"TLS settings for stack {stack!r} must be a dict, got {value!r}")
+    allowed = {"insecure", "server_name", "cert_file", "key_file", "ca_file", "cert_data", "key_data", "ca_data"}
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise AnsibleFilterError(
+            f"TLS settings for stack {stack!r} have unknown key(s) {unknown}; accepted: {sorted(allowed)}"
+        )
+    return dict(value)
+
+
+def kgn_stack_extenders(stacks, urls, tls=None):
+    """Extenders of ``stacks`` in the neutral form, URL = ``urls[stack]`` + the stack's path.
+
+    ``urls`` maps each extender stack to its base URL (``http://127.0.0.1:32766``); a URL that
+    already ends with the stack's path is used as is. ``tls`` optionally maps stack -> TLS settings
+    (``insecure``, ``server_name``, ``cert_file``, ``key_file``, ``ca_file``, ``*_data``).
+    Stacks without an extender (nvidia_device_plugin) contribute nothing.
+    """
+    names = _stack_list(stacks)
+    if urls is None:
+        urls = {}
+    if not isinstance(urls, dict):
+        raise AnsibleFilterError(f"urls must be a dict stack -> base URL, got {type(urls).__name__} {urls!r}")
+    tls = tls or {}
+    if not isinstance(tls, dict):
+        raise AnsibleFilterError(f"tls must be a dict stack -> TLS settings, got {tls!r}")
+    result = []
+    binders = []
+    for name in names:
+        ext = _CATALOG[name]["extender"]
+        if ext is None:
+            continue
+        base = urls.get(name)
+        if not isinstance(base, str) or not base.strip():
+            raise AnsibleFilterError(
+                f"no extender base URL for stack {name!r} (urls has {sorted(urls)}); the kube-scheduler "
+                f"role must pass urls[{name!r}] such as 'http://127.0.0.1:{_CATALOG[name]['service']['node_port']}'"
+            )
+        base = base.strip().rstrip("/")
+        scheme = base.split("://", 1)[0].lower() if "://" in base else ""
+        if scheme not in ("http", "https"):
+            raise AnsibleFilterError(
+                f"extender URL {base!r} for stack {name!r} must start with http:// or https://"
+            )
+        url = base if base.endswith(ext["path"]) else base + ext["path"]
+        entry = {
+            "url_prefix": url,
+            "filter_verb": ext["filter_verb"],
+            "prioritize_verb": ext["prioritize_verb"],
+            "preempt_verb": ext["preempt_verb"],
+            "bind_verb": ext["bind_verb"],
+            "weight": ext["weight"],
+            "enable_https": scheme == "https",
+            "http_timeout": ext["http_timeout"],
+            "node_cache_capable": ext["node_cache_capable"],
+            "managed_resources": copy.deepcopy(ext["managed_resources"]),
+            "ignorable": ext["ignorable"],
+            "tls": _tls(tls.get(name), name),
+        }
+        if entry["bind_verb"]:
+            binders.append(name)
+        result.append(entry)
+    if len(binders) > 1:
+        raise AnsibleFilterError(
+            f"stacks {' and '.join(binders)} both bind pods through their scheduler extender, and "
+            f"kube-scheduler accepts only one binding extender; choose one of them in gpu_sharing_stacks"
+        )
+    return result
+
+
+def _node_stacks(stacks_by_node):
+    if isinstance(stacks_by_node, dict):
+        return list(stacks_by_node.items())
+    return [("(all GPU nodes)", stacks_by_node)]
+
+
+def kgn_stack_problems(stacks_by_node, scheduler_changeable=True):
+    """Problems with the chosen stacks, as a list of messages (empty list = no problem).
+
+    ``stacks_by_node``: a dict node -> list of stacks (per host gpu_sharing_stacks), or one list
+    for the whole cluster. ``scheduler_changeable``: false for a managed control plane (EKS, GKE,
+    AKS, OKE ...) where kube-scheduler cannot be given an extender.
+    """
+    problems = []
+    union = []
+    for node, stacks in _node_stacks(stacks_by_node):
+        try:
+            names = _stack_list(stacks, what=f"gpu_sharing_stacks of {node}")
+        except AnsibleFilterError as err:
+            problems.append(err.message)
+            continue
+        claimers = [s for s in names if _CATALOG[s]["claims_whole_gpus"]]
+        if len(claimers) > 1:
+            problems.append(
+                f"{node}: stacks {' and '.join(claimers)} both claim every GPU of the node (each device plugin "
+                f"advertises all GPUs, so one GPU would be handed out twice); keep one stack per node: set "
+                f"gpu_sharing_stacks per host in host_vars, or use nvidia_device_plugin's time-slicing/MPS "
+                f"sharing instead of a second stack"
+            )
+        union.extend(s for s in names if s not in union)
+    binders = [s for s in union if (_CATALOG[s]["extender"] or {}).get("bind_verb")]
+    if len(binders) > 1:
+        problems.append(
+            f"stacks {' and '.join(binders)} both bind pods through a scheduler extender and kube-scheduler "
+            f"accepts only one binding extender per cluster; choose one of them in gpu_sharing_stacks"
+        )
+    if not isinstance(scheduler_changeable, bool):
+        problems.append(f"scheduler_changeable must be true or false, got {scheduler_changeable!r}")
+    elif not scheduler_changeable:
+        for stack in (s for s in union if _CATALOG[s]["extender"]):
+            problems.append(
+                f"stack {stack} needs a kube-scheduler extender, but this cluster's kube-scheduler cannot be "
+                f"changed (managed control plane, or no kube_control_plane hosts in the inventory). Instead: use "
+                f"nvidia_device_plugin with time-slicing or MPS sharing (no extender needed), or add the control "
+                f"plane hosts to kube_control_plane if you do run them"
+            )
+    return problems
+
+
+class FilterModule:
+    """GPU-sharing stack catalog filters."""
+
+    def filters(self):
+        return {
+            "kgn_stack_catalog": kgn_stack_catalog,
+            "kgn_stack_extenders": kgn_stack_extenders,
+            "kgn_stack_problems": kgn_stack_problems,
+        }

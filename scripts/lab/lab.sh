@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The local lab: systemd containers as Kubernetes nodes (see docs/architecture.md, "The lab").
+#   lab.sh up        start the node containers (kept when already running) and lay them out
+#   lab.sh converge  run site.yml against the lab and print what it did
+#   lab.sh down      remove the node containers and their volumes (package caches are kept)
+#   lab.sh status    list the nodes and what runs on them
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+cache=${KGN_LAB_CACHE:-/var/cache/kgn-lab}
+label=kube-gpu-nodes.lab=1
+
+# name image extra-docker-args...
+nodes=(
+  "kgn-cp-kubeadm bookworm"
+  "kgn-cp-kubeasz bullseye"
+  "kgn-gpu-docker bookworm engine:/var/lib/docker"
+  "kgn-gpu-containerd trixie engine:/var/lib/containerd"
+)
+
+start_node() {
+  local name=$1 suite=$2 extra=${3:-} args=()
+  if [ "$(docker inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" = true ]; then
+    echo "lab: $name running"
+    return 0
+  fi
+  docker rm -f "$name" >/dev/null 2>&1 || true
+  args=(--detach --name "$name" --hostname "$name" --label "$label"
+        --cap-add SYS_ADMIN --cgroupns=host --tmpfs /run --tmpfs /tmp
+        -v /sys/fs/cgroup:/sys/fs/cgroup:rw
+        -v "$cache/apt:/var/cache/apt/archives"
+        -v "$cache/nvidia-repo:/srv/kgn-nvidia-repo:ro")
+  if [ "${extra%%:*}" = engine ]; then
+    # A container engine inside the node needs these (reference/test-harness.md); its state lives
+    # in a volume because overlayfs cannot hold another overlayfs.
+    args+=(--cap-add NET_ADMIN --security-opt seccomp=unconfined -v "$name-engine:${extra#engine:}")
+  fi
+  docker run "${args[@]}" "local/debian:$suite" >/dev/null
+  echo "lab: started $name (local/debian:$suite)"
+}
+
+wait_booted() {
+  local name=$1 state
+  for _ in $(seq 1 60); do
+    state=$(docker exec "$name" systemctl is-system-running 2>/dev/null || true)
+    case "$state" in running|degraded) return 0 ;; esac
+    sleep 1
+  done
+  echo "lab: $name did not finish booting (systemd says '$state')" >&2
+  return 1
+}
+
+up() {
+  mkdir -p "$cache/apt/partial" "$cache/nvidia-repo"
+  bash lab/standins/nvidia-repo/build.sh "$cache/nvidia-repo"
+  for n in "${nodes[@]}"; do
+    # shellcheck disable=SC2086
+    start_node $n
+  done
+  for n in "${nodes[@]}"; do wait_booted "${n%% *}"; done
+  ansible-playbook lab/playbooks/prepare.yml
+}
+
+converge() {
+  local log start end
+  mkdir -p reports
+  log=reports/lab-converge-$(date +%Y%m%d-%H%M%S).log
+  start=$(date +%s)
+  ansible-playbook site.yml "$@" | tee "$log"
+  end=$(date +%s)
+  echo "lab: site.yml finished in $((end - start)) s (log: $log)"
+}
+
+down() {
+  local ids
+  ids=$(docker ps -aq --filter "label=$label")
+  [ -z "$ids" ] || docker rm -f $ids >/dev/null
+  for n in "${nodes[@]}"; do docker volume rm -f "${n%% *}-engine" >/dev/null 2>&1 || true; done
+  echo "lab: removed the node containers (caches kept in $cache)"
+}
+
+status() {
+  docker ps -a --filter "label=$label" --format 'table {{.Names}}\t{{.Image}}\t{{.Status}}'
+  for n in "${nodes[@]}"; do
+    name=${n%% *}
+    docker inspect "$name" >/dev/null 2>&1 || continue
+    printf '%s: systemd %s; kube-scheduler %s; docker %s; containerd %s\n' "$name" \
+      "$(docker exec "$name" systemctl is-system-running 2>/dev/null || true)" \
+      "$(docker exec "$name" sh -c 'pgrep -fa kube-scheduler >/dev/null && echo running || echo -' 2>/dev/null)" \
+      "$(docker exec "$name" systemctl is-active docker 2>/dev/null || true)" \
+      "$(docker exec "$name" systemctl is-active containerd 2>/dev/null || true)"
+  done
+}
+
+cmd=${1:-status}
+shift || true
+case "$cmd" in
+  up) up ;;
+  converge) converge "$@" ;;
+  down) down ;;
+  status) status ;;
+  *) echo "usage: $0 up|converge|down|status" >&2; exit 2 ;;
+esac

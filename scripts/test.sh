@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The one test command (`make test`, called by .ci/run). It sets up what it needs (venv,
+# collections, Docker daemon, node images, the stand-in NVIDIA repository) and runs every check.
+# Each step counts as one test; the last line is "N passed, N failed".
+#   scripts/test.sh [all|lint|unit|molecule|lab] [molecule scenario...]
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+what=${1:-all}
+shift || true
+logs=$top/.cache/test-logs
+mkdir -p "$logs"
+passed=0 failed=0 failures=()
+export PY_COLORS=0 ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
+
+step() {  # step NAME COMMAND...: run, log, count
+  local name=$1 log start rc
+  shift
+  log=$logs/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').log
+  start=$(date +%s)
+  printf '%-58s ' "$name"
+  "$@" >"$log" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1)); echo "PASS ($(( $(date +%s) - start )) s)"
+  else
+    failed=$((failed + 1)); failures+=("$name"); echo "FAIL ($(( $(date +%s) - start )) s, exit $rc, log $log)"
+    tail -n 40 "$log" | sed 's/^/    | /'
+  fi
+  return $rc
+}
+
+finish() {
+  echo
+  [ ${#failures[@]} -eq 0 ] || printf 'failed: %s\n' "${failures[@]}"
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+}
+
+# --- set-up (counted: a broken set-up is a failed test run) ---------------------------------
+step "setup: python venv and collections" bash scripts/setup.sh || finish
+# shellcheck disable=SC1091
+source .venv/bin/activate
+
+pytest_run() {  # pytest exits 5 when it collects nothing, which is a failure here too
+  pytest -q -p no:cacheprovider "$@"
+}
+
+lint() {
+  step "lint: yamllint" yamllint --strict .
+  step "lint: ansible-lint (production profile)" ansible-lint --offline -q
+  step "lint: ruff" ruff check .
+  step "lint: ansible-doc lists every kgn_ filter documented" bash -c \
+    "ansible-doc -t filter -l 2>&1 | grep -E '^kgn_' > $logs/filters.txt; cat $logs/filters.txt; \
+     test -s $logs/filters.txt && ! grep -q UNDOCUMENTED $logs/filters.txt"
+  step "lint: site.yml syntax (lab and example inventories)" bash -c \
+    'for i in inventories/lab/hosts.yml inventories/example/hosts.yml inventories/examples/*/hosts.yml; do
+       ansible-playbook --syntax-check -i "$i" site.yml || exit 1; done'
+}
+
+unit() {
+  step "unit: pytest tests/unit tests/render" pytest_run tests/unit tests/render
+  for playbook in tests/integration/*.yml; do
+    [ -e "$playbook" ] || continue
+    step "integration: $(basename "$playbook")" ansible-playbook -i localhost, -c local "$playbook"
+  done
+}
+
+images() {
+  step "setup: docker daemon and node images" bash -c \
+    'bash scripts/lab/ensure-docker.sh && bash scripts/lab/build-images.sh' || finish
+  step "setup: stand-in NVIDIA apt repository" bash lab/standins/nvidia-repo/build.sh /var/cache/kgn-lab/nvidia-repo
+}
+
+molecule_all() {
+  local scenarios=("$@") s
+  if [ ${#scenarios[@]} -eq 0 ]; then
+    for s in molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$s")")"); done
+  fi
+  for s in "${scenarios[@]}"; do
+    step "molecule: $s" molecule test -s "$s"
+  done
+}
+
+lab() {
+  step "lab: fresh nodes up and laid out" bash -c 'bash scripts/lab/lab.sh down && bash scripts/lab/lab.sh up' || return
+  step "lab: site.yml converges" bash -c 'ansible-playbook site.yml | tee .cache/test-logs/site-1.out'
+  step "lab: second site.yml run reports changed=0 on every host" bash -c \
+    'ansible-playbook site.yml | tee .cache/test-logs/site-2.out && scripts/check-recap.py --unchanged .cache/test-logs/site-2.out'
+  step "lab: site.yml --check --diff runs without errors" ansible-playbook site.yml --check --diff
+}
+
+case "$what" in
+  lint) lint ;;
+  unit) unit ;;
+  molecule) images; molecule_all "$@" ;;
+  lab) images; lab ;;
+  all) lint; unit; images; molecule_all; lab ;;
+  *) echo "usage: $0 [all|lint|unit|molecule|lab] [scenario...]" >&2; exit 2 ;;
+esac
+finish

@@ -1,0 +1,56 @@
+"""site.yml refuses bad inventory values before it touches any host.
+
+Runs the real ansible-playbook against the lab inventory with one bad value at a time. The lab
+containers need not exist: a correct run never contacts them, which is what the recap proves.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOP = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(TOP / "scripts"))
+recap = __import__("check-recap").recap
+
+
+def run_site(*extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ansible-playbook", "site.yml", *extra],
+        cwd=TOP,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra_vars", "must_say"),
+    [
+        ("kubernetes_version=latest", ["kubernetes_version", "'latest'", "1.23.1"]),
+        ("kubernetes_version=1.x", ["kubernetes_version", "'1.x'"]),
+        ("kubernetes_version=1.99.0", ["kubernetes_version", "1.99"]),
+        ("container_runtime=podman", ["container_runtime is 'podman'", "auto, docker, containerd, crio"]),
+        ("kube_scheduler_style=static", ["kube_scheduler_style is 'static'", "auto, kubeadm, systemd"]),
+        ('{"gpu_sharing_stacks": ["gpushare", "hami"]}', ["unknown stack 'hami'", "gpushare"]),
+    ],
+)
+def test_bad_value_stops_site_before_any_host(extra_vars, must_say):
+    result = run_site("-e", extra_vars)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    for text in must_say:
+        assert text in output, f"{text!r} missing from:\n{output}"
+    assert "nothing was changed" in output
+    assert set(recap(result.stdout)) == {"localhost"}, "a host other than the control machine was contacted"
+
+
+def test_float_version_is_refused_with_a_quoting_hint():
+    result = run_site("-e", '{"kubernetes_version": 1.2}')
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "quote it" in output
