@@ -36,16 +36,6 @@ def _check_host(host: str, hv) -> list[str]:
         value = hv.get(var, "auto")
         if value not in accepted:
             problems.append(f"{host}: {var} is {value!r}; accepted values: {', '.join(accepted)}")
-    stacks = hv.get("gpu_sharing_stacks", [])
-    if not isinstance(stacks, list) or not all(isinstance(s, str) for s in stacks):
-        problems.append(f"{host}: gpu_sharing_stacks must be a list of stack names, got {stacks!r}")
-    else:
-        known = sorted(kgn_stacks.STACKS)
-        for stack in stacks:
-            if stack not in known:
-                problems.append(
-                    f"{host}: gpu_sharing_stacks has unknown stack {stack!r}; accepted values: {', '.join(known)}"
-                )
     return problems
 
 
@@ -59,9 +49,14 @@ def kgn_inventory_problems(groups: dict, hostvars) -> list[str]:
     ]
     if not groups.get("gpu_nodes"):
         problems.append("inventory: group 'gpu_nodes' has no hosts; list the GPU nodes to configure")
-    hosts = sorted(set(groups.get("kube_control_plane", [])) | set(groups.get("gpu_nodes", [])))
-    for host in hosts:
+    control_plane = groups.get("kube_control_plane", [])
+    gpu_nodes = groups.get("gpu_nodes", [])
+    for host in sorted(set(control_plane) | set(gpu_nodes)):
         problems.extend(_check_host(host, hostvars[host]))
+    # Stack names and conflicts: the stack catalog decides. No control-plane host in the inventory
+    # means nobody can give kube-scheduler an extender (a managed control plane).
+    stacks_by_node = {host: hostvars[host].get("gpu_sharing_stacks", []) for host in gpu_nodes}
+    problems.extend(kgn_stacks.kgn_stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane)))
     return problems
 
 

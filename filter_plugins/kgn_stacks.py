@@ -29,8 +29,8 @@ import copy
 
 from ansible.errors import AnsibleFilterError
 
-# The neutral extender form uses Go zero values for unset fields ("" verb, 0 weight, 0 timeout,
-# {} tls), which is exactly how kube-scheduler reads them [A3]; the scheduler filters may omit them.
+# The catalog writes unset extender fields as Go zero values ("" verb, 0 weight, 0 timeout), which is
+# how kube-scheduler reads them [A3]; kgn_stack_extenders leaves them out of the neutral form.
 _EXTENDER_KEYS = (
     "url_prefix", "filter_verb", "prioritize_verb", "preempt_verb", "bind_verb", "weight",
     "enable_https", "http_timeout", "node_cache_capable", "managed_resources", "ignorable", "tls",
@@ -113,8 +113,8 @@ _CATALOG = {
     },
 }
 
-STACK_NAMES = tuple(_CATALOG)
-_ACCEPTED = ", ".join(STACK_NAMES)
+STACKS = tuple(_CATALOG)
+_ACCEPTED = ", ".join(STACKS)
 
 
 def _stack_list(stacks, what="gpu_sharing_stacks"):
@@ -140,7 +140,7 @@ def _stack_list(stacks, what="gpu_sharing_stacks"):
 
 def kgn_stack_catalog(stacks=None):
     """Catalog entries of ``stacks`` (all stacks when None), as a dict name -> entry."""
-    names = STACK_NAMES if stacks is None else _stack_list(stacks)
+    names = STACKS if stacks is None else _stack_list(stacks)
     return {name: copy.deepcopy(_CATALOG[name]) for name in names}
 
 
@@ -209,7 +209,9 @@ def kgn_stack_extenders(stacks, urls, tls=None):
         }
         if entry["bind_verb"]:
             binders.append(name)
-        result.append(entry)
+        # Unset fields are left out (kube-scheduler then applies its default, e.g. 5 s timeout [A3]);
+        # this is the contract of the scheduler filters, which refuse nulls and zero timeouts.
+        result.append({k: v for k, v in entry.items() if v not in ("", 0, {}) or isinstance(v, bool)})
     if len(binders) > 1:
         raise AnsibleFilterError(
             f"stacks {' and '.join(binders)} both bind pods through their scheduler extender, and "

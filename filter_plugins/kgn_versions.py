@@ -12,7 +12,7 @@ import sys
 from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
-from kgn_version import VersionError, parse_version, version_string  # noqa: E402
+from kgn_version import VersionError, parse_version, version_string
 
 
 def kgn_version(value: object) -> dict:

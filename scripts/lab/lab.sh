@@ -4,6 +4,8 @@
 #   lab.sh converge  run site.yml against the lab and print what it did
 #   lab.sh down      remove the node containers and their volumes (package caches are kept)
 #   lab.sh status    list the nodes and what runs on them
+#   lab.sh node NAME SUITE [engine:/var/lib/ENGINE]   start one extra node (used by bench/)
+#   lab.sh prepare [ansible-playbook args]            lay out the nodes of an inventory
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -61,6 +63,12 @@ up() {
   ansible-playbook lab/playbooks/prepare.yml
 }
 
+node() {  # node NAME SUITE [engine:/var/lib/ENGINE]
+  mkdir -p "$cache/apt/partial" "$cache/nvidia-repo"
+  start_node "$@"
+  wait_booted "$1"
+}
+
 converge() {
   local log start end
   mkdir -p reports
@@ -96,8 +104,10 @@ cmd=${1:-status}
 shift || true
 case "$cmd" in
   up) up ;;
+  node) node "$@" ;;
+  prepare) ansible-playbook lab/playbooks/prepare.yml "$@" ;;
   converge) converge "$@" ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up|converge|down|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|converge|down|status|node|prepare" >&2; exit 2 ;;
 esac

@@ -36,7 +36,7 @@ def run_site(*extra: str) -> subprocess.CompletedProcess:
         ("kubernetes_version=1.99.0", ["kubernetes_version", "1.99"]),
         ("container_runtime=podman", ["container_runtime is 'podman'", "auto, docker, containerd, crio"]),
         ("kube_scheduler_style=static", ["kube_scheduler_style is 'static'", "auto, kubeadm, systemd"]),
-        ('{"gpu_sharing_stacks": ["gpushare", "hami"]}', ["unknown stack 'hami'", "gpushare"]),
+        ('{"gpu_sharing_stacks": ["gpushare", "hami"]}', ["unknown stack(s) 'hami'", "gpushare"]),
     ],
 )
 def test_bad_value_stops_site_before_any_host(extra_vars, must_say):

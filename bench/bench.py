@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Fleet-scale benchmark of site.yml on the lab (issue 9). Not part of the test command.
+
+For each N it starts N GPU node containers beside the lab's control-plane nodes, then measures
+  - first converge from fresh nodes (package cache warm; with --cold, the N=1 run empties it first)
+  - the no-op re-run (must report changed=0)
+each with wall time, CPU time of ansible-playbook and its workers, peak RSS of the largest process,
+and the tasks run per host (ok + skipped + failed from the recap). Results go to
+bench/results/<stamp>/ (JSON, per-task profile) and, with --publish, to bench/README.md + plot.
+
+  bench/run.sh --sizes 1,4,16,32 [--cold] [--publish]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TOP / "scripts"))
+recap = __import__("check-recap").recap
+
+CACHE = Path(os.environ.get("KGN_LAB_CACHE", "/var/cache/kgn-lab"))
+NODE_PREFIX = "kgn-bench-gpu-"
+SUITE = "trixie"  # GPU nodes of the kubeadm lab cluster: containerd, Kubernetes 1.30
+ENGINE = "engine:/var/lib/containerd"
+
+
+def sh(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=TOP, check=True, text=True, **kw)
+
+
+def remove_bench_nodes() -> None:
+    ids = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"name={NODE_PREFIX}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=True)
+    vols = subprocess.run(
+        ["docker", "volume", "ls", "-q", "--filter", f"name={NODE_PREFIX}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    if vols:
+        subprocess.run(["docker", "volume", "rm", "-f", *vols], capture_output=True, check=True)
+
+
+def write_inventory(path: Path, n: int) -> list[str]:
+    """The lab's kubeadm cluster with N GPU nodes in place of its single one."""
+    nodes = [f"{NODE_PREFIX}{i:02d}" for i in range(1, n + 1)]
+    lines = [
+        "---",
+        "all:",
+        "  vars:",
+        "    ansible_connection: community.docker.docker",
+        "    ansible_python_interpreter: /usr/bin/python3",
+        "    kube_scheduler_style: auto",
+        "    container_runtime: auto",
+        '    kubernetes_version: "1.30.4"',
+        "    gpu_sharing_stacks: [nvidia_device_plugin]",
+        "  children:",
+        "    kube_control_plane:",
+        "      hosts:",
+        "        kgn-cp-kubeadm:",
+        "          lab_control_plane_style: kubeadm",
+        "    gpu_nodes:",
+        "      hosts:",
+        *[f"        {node}:\n          lab_gpu_node_engine: containerd" for node in nodes],
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return nodes
+
+
+def timed_playbook(inventory: Path, out_dir: Path, label: str) -> dict:
+    """Run site.yml under GNU time; return wall/CPU/RSS and per-host recap counts."""
+    log = out_dir / f"{label}.log"
+    timing = out_dir / f"{label}.time"
+    env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25")
+    start = time.monotonic()
+    with log.open("w", encoding="utf-8") as handle:
+        proc = subprocess.run(
+            ["/usr/bin/time", "-v", "-o", str(timing), "ansible-playbook", "-i", str(inventory), "site.yml"],
+            cwd=TOP, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False,
+        )
+    wall = time.monotonic() - start
+    stats = timing.read_text(encoding="utf-8")
+    user = float(re.search(r"User time \(seconds\): ([\d.]+)", stats)[1])
+    system = float(re.search(r"System time \(seconds\): ([\d.]+)", stats)[1])
+    rss_kib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", stats)[1])
+    hosts = recap(log.read_text(encoding="utf-8"))
+    return {
+        "rc": proc.returncode,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(user + system, 1),
+        "peak_rss_mib": round(rss_kib / 1024, 1),
+        "changed_total": sum(h.get("changed", 0) for h in hosts.values()),
+        "tasks_per_host": {h: c.get("ok", 0) + c.get("skipped", 0) + c.get("failed", 0) for h, c in hosts.items()},
+        "log": str(log.relative_to(TOP)),
+    }
+
+
+def bench_size(n: int, out_dir: Path, cold: bool) -> dict:
+    remove_bench_nodes()
+    inventory = out_dir / f"inventory-{n}.yml"
+    nodes = write_inventory(inventory, n)
+    if cold:
+        for deb in (CACHE / "apt").glob("*.deb"):
+            deb.unlink()
+    for node in nodes:
+        sh("bash", "scripts/lab/lab.sh", "node", node, SUITE, ENGINE, stdout=subprocess.DEVNULL)
+    sh("bash", "scripts/lab/lab.sh", "prepare", "-i", str(inventory), "--limit", ",".join(nodes),
+       stdout=subprocess.DEVNULL)
+    label = f"n{n}{'-cold' if cold else ''}"
+    first = timed_playbook(inventory, out_dir, f"{label}-converge")
+    noop = timed_playbook(inventory, out_dir, f"{label}-noop")
+    return {"n": n, "cold": cold, "converge": first, "noop": noop}
+
+
+def slope(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares seconds per additional node."""
+    if len(points) < 2:
+        return None
+    xs, ys = zip(*points)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return round(sum((x - mx) * (y - my) for x, y in points) / den, 2) if den else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1,4,16,32")
+    parser.add_argument("--cold", action="store_true", help="also run N=1 with an empty package cache first")
+    parser.add_argument("--keep", action="store_true", help="leave the bench nodes running at the end")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out_dir = TOP / "bench" / "results" / stamp
+    out_dir.mkdir(parents=True)
+    sh("bash", "scripts/lab/lab.sh", "up", stdout=subprocess.DEVNULL)
+    runs = []
+    if args.cold:
+        runs.append(bench_size(1, out_dir, cold=True))
+    for n in sizes:
+        runs.append(bench_size(n, out_dir, cold=False))
+        print(json.dumps(runs[-1]), flush=True)
+    if not args.keep:
+        remove_bench_nodes()
+    warm = [r for r in runs if not r["cold"]]
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+            "ansible": subprocess.run(["ansible", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+        },
+        "runs": runs,
+        "noop_slope_s_per_node": slope([(r["n"], r["noop"]["wall_s"]) for r in warm if r["n"] >= 4]),
+        "converge_slope_s_per_node": slope([(r["n"], r["converge"]["wall_s"]) for r in warm]),
+    }
+    (out_dir / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    shutil.copy(out_dir / "results.json", TOP / "bench" / "results" / "latest.json")
+    print(f"bench: results in {out_dir.relative_to(TOP)}/results.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Turn bench results (results.json) into the table in bench/README.md and a PNG plot."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def table(result: dict) -> str:
+    m = result["machine"]
+    rows = [
+        f"Machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, kernel {m['kernel']}, Python {m['python']}, {m['ansible']}.",
+        "",
+        "| N GPU nodes | cache | converge wall (s) | converge CPU (s) | converge changed | no-op wall (s) | "
+        "no-op CPU (s) | no-op changed | peak RSS (MiB) | tasks per GPU node (no-op) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in result["runs"]:
+        c, n = run["converge"], run["noop"]
+        per_node = [v for h, v in n["tasks_per_host"].items() if h.startswith("kgn-bench-gpu-")]
+        rows.append(
+            f"| {run['n']} | {'cold' if run['cold'] else 'warm'} | {c['wall_s']} | {c['cpu_s']} | {c['changed_total']} | "
+            f"{n['wall_s']} | {n['cpu_s']} | {n['changed_total']} | {max(c['peak_rss_mib'], n['peak_rss_mib'])} | "
+            f"{max(per_node) if per_node else '-'} |"
+        )
+    rows += [
+        "",
+        f"No-op slope (N >= 4): {result['noop_slope_s_per_node']} s per additional GPU node; "
+        f"converge slope: {result['converge_slope_s_per_node']} s per node.",
+    ]
+    return "\n".join(rows)
+
+
+def plot(result: dict, path: Path) -> None:
+    warm = [r for r in result["runs"] if not r["cold"]]
+    ns = [r["n"] for r in warm]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(ns, [r["converge"]["wall_s"] for r in warm], "o-", label="first converge (warm cache)")
+    ax.plot(ns, [r["noop"]["wall_s"] for r in warm], "s-", label="no-op re-run")
+    ax.set_xlabel("GPU nodes (N)")
+    ax.set_ylabel("wall time (s)")
+    ax.set_title("site.yml on the lab, 2 cores")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(results_path: str) -> int:
+    result = json.loads(Path(results_path).read_text(encoding="utf-8"))
+    readme = HERE / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{BEGIN}\n{table(result)}\n{END}{tail}", encoding="utf-8")
+    plot(result, HERE / "time-vs-nodes.png")
+    print(f"bench: wrote {readme} and {HERE / 'time-vs-nodes.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,436 @@
+"""Container-runtime decisions and config merges for NVIDIA GPU nodes (issue 3 item 5, issue 7).
+
+Every filter is a pure function over plain data and returns plain types. Documentation: one sidecar
+``filter_plugins/<filter name>.yml`` per filter. Facts are cited with the source keys of
+../shared/reference/version-facts.md (section B), e.g. [ISS-NVD-1035].
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import fnmatch
+import json
+import os
+import sys
+import tomllib
+
+from ansible.errors import AnsibleFilterError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
+from kgn_version import VersionError, parse_version
+
+NVIDIA_RUNTIME = "nvidia"
+RUNC_V2 = "io.containerd.runc.v2"
+# nvidia-ctk writes an absolute path for containerd/CRI-O and a bare name for Docker [NCT] docker.go.
+DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"
+DOCKER_DEFAULT_PATH = "nvidia-container-runtime"
+RUNTIMES = ("docker", "containerd", "crio")
+
+
+def _version(value: object, what: str) -> tuple[int, int, int]:
+    try:
+        return parse_version(value, what)
+    except VersionError as err:
+        raise AnsibleFilterError(str(err)) from None
+
+
+def _plain(value: object) -> object:
+    """Deep copy into builtin types (Ansible 2.19 hands filters tagged subclasses)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if value is None:
+        return None
+    raise AnsibleFilterError(f"unsupported value of type {type(value).__name__}: {value!r}")
+
+
+def _mapping(value: object, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AnsibleFilterError(f"{what} must be a mapping (a parsed config file), got {type(value).__name__}")
+    return _plain(value)
+
+
+# --- decisions -----------------------------------------------------------------------------------
+
+
+def kgn_docker_nvidia_package(docker_version: object) -> str:
+    """NVIDIA package for a Docker engine version.
+
+    Docker < 19.03 needs nvidia-docker2 (registers the ``nvidia`` runtime); from 19.03 Docker has
+    ``--gpus`` and nvidia-container-toolkit is the package [ISS-NVD-1035], [NVDOCKER-README-OLD].
+    Under Kubernetes the default runtime must be ``nvidia`` in both cases [DP-README-0.17]: that is
+    the daemon.json merge's job, not the package's.
+    """
+    return "nvidia-docker2" if _version(docker_version, "docker_version") < (19, 3, 0) else "nvidia-container-toolkit"
+
+
+def kgn_dockershim_available(kubernetes_version: object) -> bool:
+    """Whether kubelet of this version talks to Docker itself (dockershim, removed in 1.24 [WEB-CRIDOCKERD]).
+
+    From 1.24 Docker is only usable through cri-dockerd.
+    """
+    return _version(kubernetes_version, "kubernetes_version") < (1, 24, 0)
+
+
+def kgn_container_runtime_choice(detected: object, kubernetes_version: object, requested: str = "auto") -> str:
+    """The engine kubelet uses on a node: ``docker``, ``containerd`` or ``crio``.
+
+    ``detected``: ``{docker: version|None, containerd: version|None, crio: version|None,
+    cri_dockerd: bool}`` (what is installed). ``auto`` picks: CRI-O when present; Docker when
+    dockershim exists (< 1.24) or cri-dockerd is installed [WEB-CRIDOCKERD]; otherwise containerd.
+    """
+    found = _mapping(detected, "kgn_container_runtime_choice: the detected runtimes")
+    installed = [name for name in RUNTIMES if found.get(name)]
+    if requested not in ("auto", *RUNTIMES):
+        raise AnsibleFilterError(
+            f"container_runtime {requested!r} is not supported; use one of auto, docker, containerd, crio"
+        )
+    if requested != "auto":
+        if requested not in installed:
+            raise AnsibleFilterError(
+                f"container_runtime is {requested!r} but {requested} is not installed on this node "
+                f"(found: {', '.join(installed) or 'none'}); install it first or set container_runtime to auto"
+            )
+        if requested == "docker" and not kgn_dockershim_available(kubernetes_version) and not found.get("cri_dockerd"):
+            raise AnsibleFilterError(
+                f"container_runtime is 'docker' but Kubernetes {kubernetes_version} has no dockershim "
+                "(removed in 1.24) and cri-dockerd is not installed; install cri-dockerd or use containerd"
+            )
+        return requested
+    if "crio" in installed:
+        return "crio"
+    if "docker" in installed and (kgn_dockershim_available(kubernetes_version) or found.get("cri_dockerd")):
+        return "docker"
+    if "containerd" in installed:
+        return "containerd"
+    raise AnsibleFilterError(
+        f"container_runtime is auto but no usable engine was found for Kubernetes {kubernetes_version} "
+        f"(found: {', '.join(installed) or 'none'}, cri-dockerd: {bool(found.get('cri_dockerd'))}); "
+        "install containerd, CRI-O, or Docker (+ cri-dockerd from 1.24)"
+    )
+
+
+def _cri_plugin(config_version: int) -> str:
+    # [NCT] containerd.go criRuntimePluginName: 1 -> "cri", 2 -> grpc.v1.cri, 3 -> cri.v1.runtime
+    return {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}[config_version]
+
+
+def kgn_containerd_layout(containerd_version: object) -> dict:
+    """Config layout for a containerd version.
+
+    Config version 2 for containerd 1.3-1.7, version 3 for 2.x [NCT], [CTRD-REL]. ``imports`` exist
+    from 1.3 (containerd#3574); 1.3.0 only matched imported CRI tables under ``plugins.cri``
+    (containerd#3776), so drop-ins are used from 1.4. Before 2.0 an imported file replaces a
+    plugin's table as a whole (containerd#5837), so the drop-in carries the whole CRI table (like
+    nvidia-ctk's getBaseDropInConfigTree [NCT]); 2.0 merges tables key by key (containerd#9982).
+    """
+    version = _version(containerd_version, "containerd_version")
+    if version < (1, 3, 0):
+        raise AnsibleFilterError(
+            f"containerd {containerd_version} is older than 1.3 (config version 1, plugin 'cri'); "
+            "upgrade containerd to 1.6 or newer"
+        )
+    config_version = 3 if version >= (2, 0, 0) else 2
+    plugin = _cri_plugin(config_version)
+    return {
+        "config_version": config_version,
+        "cri_plugin": plugin,
+        "runtimes_path": ["plugins", plugin, "containerd", "runtimes"],
+        "default_runtime_path": ["plugins", plugin, "containerd", "default_runtime_name"],
+        "imports_supported": version >= (1, 4, 0),
+        "imports_merge": "key" if config_version == 3 else "plugin",
+    }
+
+
+def kgn_nvidia_repo_layout(
+    toolkit_version: object,
+    base_url: str = "https://nvidia.github.io",
+    distribution: str = "",
+    family: str = "deb",
+) -> dict:
+    """NVIDIA's package repository for a container-toolkit version [NCT-1.10-APT], [NCT-1.12.1], [NCT-INSTALL].
+
+    < 1.6.0: the nvidia-docker repository (three repos per distribution); 1.6.0-1.13.x:
+    ``libnvidia-container/<distribution>``; >= 1.14.0: distribution-independent
+    ``libnvidia-container/stable/<deb|rpm>``. ``base_url`` is NVIDIA's site or a mirror of it.
+    apt lines use ``$(ARCH)``, which apt expands itself.
+    """
+    version = _version(toolkit_version, "nvidia_container_toolkit_version")
+    if family not in ("deb", "rpm"):
+        raise AnsibleFilterError(f"package family {family!r} is not supported; use deb or rpm")
+    base = str(base_url).rstrip("/")
+    if not base:
+        raise AnsibleFilterError("the repository base URL is empty; set it to https://nvidia.github.io or a mirror")
+    if version >= (1, 14, 0):
+        era, paths, key = "stable", [f"libnvidia-container/stable/{family}"], "libnvidia-container/gpgkey"
+        repo_file = "libnvidia-container/stable/rpm/nvidia-container-toolkit.repo"
+    else:
+        if not distribution:
+            raise AnsibleFilterError(
+                f"toolkit {toolkit_version} predates the distribution-independent repository (1.14.0): "
+                "give the distribution as NVIDIA names it, e.g. 'ubuntu18.04' or 'debian10'"
+            )
+        if version >= (1, 6, 0):
+            era, paths, key = (
+                "libnvidia-container",
+                [f"libnvidia-container/{distribution}"],
+                "libnvidia-container/gpgkey",
+            )
+            repo_file = f"libnvidia-container/{distribution}/libnvidia-container.repo"
+        else:
+            era = "nvidia-docker"
+            repos = ("libnvidia-container", "nvidia-container-runtime", "nvidia-docker")
+            paths = [f"{repo}/{distribution}" for repo in repos]
+            key = "nvidia-docker/gpgkey"
+            repo_file = f"nvidia-docker/{distribution}/nvidia-docker.repo"
+    urls = [f"{base}/{path}" for path in paths]
+    return {
+        "era": era,
+        "repo_urls": urls,
+        "apt_suites": [f"{url}/$(ARCH) /" for url in urls] if family == "deb" else [],
+        "rpm_repo_file_url": f"{base}/{repo_file}" if family == "rpm" else "",
+        "gpgkey_url": f"{base}/{key}",
+        "keyring": "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
+        "apt_list_file": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+    }
+
+
+# --- Docker daemon.json ----------------------------------------------------------------------------
+
+
+def kgn_json_document(text: object, path: str = "the file") -> dict:
+    """Parse a JSON object from ``text``; the error names ``path``, line and column. Empty -> {}."""
+    body = "" if text is None else str(text)
+    if not body.strip():
+        return {}
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as err:
+        raise AnsibleFilterError(
+            f"{path} is not valid JSON: line {err.lineno}, column {err.colno}: {err.msg}. "
+            f"It was left unchanged; fix that line (or move the file away) and run again"
+        ) from None
+    if not isinstance(data, dict):
+        raise AnsibleFilterError(f"{path} must hold a JSON object ({{...}}), found {type(data).__name__}")
+    return _plain(data)
+
+
+def kgn_docker_daemon_merge(
+    existing: object,
+    runtime_path: str = DOCKER_DEFAULT_PATH,
+    runtime_args: object = None,
+    set_default: bool = True,
+) -> dict:
+    """daemon.json with the nvidia runtime merged in; every other key is kept as it is.
+
+    Sets ``runtimes.nvidia.path`` and ``runtimeArgs`` (Docker's documented key; nvidia-ctk writes
+    ``args``, which Docker ignores [NCT] docker.go vs dockerd.md) and ``default-runtime: nvidia``,
+    which Kubernetes needs on Docker whatever the Docker version [DP-README-0.17], [ISS-DP-168].
+    """
+    config = _mapping(existing, "kgn_docker_daemon_merge: the existing daemon.json")
+    args = _plain(runtime_args) if runtime_args is not None else []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise AnsibleFilterError(f"runtime_args must be a list of strings, got {runtime_args!r}")
+    runtimes = config.get("runtimes", {})
+    if not isinstance(runtimes, dict):
+        raise AnsibleFilterError(f"daemon.json 'runtimes' must be an object, found {type(runtimes).__name__}")
+    entry = runtimes.get(NVIDIA_RUNTIME, {})
+    if not isinstance(entry, dict):
+        entry = {}
+    entry.update({"path": str(runtime_path), "runtimeArgs": args})
+    runtimes[NVIDIA_RUNTIME] = entry
+    config["runtimes"] = runtimes
+    if set_default:
+        config["default-runtime"] = NVIDIA_RUNTIME
+    return config
+
+
+# --- containerd ---------------------------------------------------------------------------------
+
+
+def _dig(tree: dict, path: list, create: bool = False) -> dict:
+    node = tree
+    for key in path:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            if not create:
+                return {}
+            child = node[key] = {}
+        node = child
+    return node
+
+
+def _file_config_version(config: dict, containerd_version: tuple[int, int, int]) -> int:
+    if not config:
+        return 3 if containerd_version >= (2, 0, 0) else 2
+    version = config.get("version", 1)
+    if version not in (1, 2, 3) or isinstance(version, bool):
+        raise AnsibleFilterError(f"containerd config has version = {version!r}; containerd knows 1, 2 and 3")
+    if version == 1:
+        raise AnsibleFilterError(
+            "containerd config.toml has no 'version' key (config version 1, plugin 'cri'); "
+            "convert it to version 2 (containerd 1.x) or 3 (containerd 2.x, `containerd config migrate`) first"
+        )
+    if version == 3 and containerd_version < (2, 0, 0):
+        raise AnsibleFilterError("containerd config.toml is version 3 but containerd is 1.x, which reads only 1 and 2")
+    return version
+
+
+def _nvidia_entry(cri: dict, binary: str) -> dict:
+    """The nvidia runtime: runc's entry (options incl. SystemdCgroup) with BinaryName [NCT] config.go."""
+    runtimes = _dig(cri, ["containerd", "runtimes"])
+    default = _dig(cri, ["containerd"]).get("default_runtime_name", "runc")
+    source = runtimes.get(default) if default != NVIDIA_RUNTIME else None
+    source = source if isinstance(source, dict) else runtimes.get("runc")
+    entry = copy.deepcopy(source) if isinstance(source, dict) else {}
+    entry["runtime_type"] = RUNC_V2
+    options = entry.get("options") if isinstance(entry.get("options"), dict) else {}
+    options["BinaryName"] = binary
+    entry["options"] = options
+    return entry
+
+
+def kgn_containerd_nvidia(
+    existing: object,
+    containerd_version: object,
+    runtime_path: str = DEFAULT_BINARY,
+    dropin_path: str = "",
+    set_default: bool = True,
+) -> dict:
+    """containerd config with the nvidia runtime (default) for config version 2 or 3.
+
+    Returns ``{config, dropin, dropin_path, cri_plugin, config_version}``: ``config`` is the whole
+    config.toml (unchanged but for ``imports`` when a drop-in is used), ``dropin`` the drop-in
+    document or None. A config that disables the CRI plugin is refused: kubelet could not use it.
+    """
+    version = _version(containerd_version, "containerd_version")
+    layout = kgn_containerd_layout(containerd_version)
+    config = _mapping(existing, "kgn_containerd_nvidia: the existing config.toml")
+    disabled = [str(p) for p in config.get("disabled_plugins", []) or []]
+    cri_names = {"cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"}
+    if cri_names.intersection(disabled):
+        raise AnsibleFilterError(
+            f"containerd config.toml has disabled_plugins = {disabled}: the CRI plugin is off (Docker's "
+            "containerd.io package ships it that way), so kubelet cannot use containerd and no runtime "
+            'can be added. Remove "cri" from disabled_plugins (or the whole file to start from containerd\'s '
+            "default) and run again"
+        )
+    config_version = _file_config_version(config, version)
+    plugin = _cri_plugin(config_version)
+    merged = copy.deepcopy(config)
+    merged["version"] = config_version
+    cri = _dig(merged, ["plugins", plugin], create=True)
+    nvidia = _nvidia_entry(cri, str(runtime_path))
+
+    use_dropin = bool(dropin_path) and layout["imports_supported"]
+    if not use_dropin:
+        _dig(cri, ["containerd", "runtimes"], create=True)[NVIDIA_RUNTIME] = nvidia
+        if set_default:
+            _dig(cri, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
+        return {
+            "config": merged,
+            "dropin": None,
+            "dropin_path": "",
+            "cri_plugin": plugin,
+            "config_version": config_version,
+        }
+
+    # Drop-in: containerd 1.x replaces the whole plugin table on import, so carry all of it (containerd#5837).
+    base = copy.deepcopy(cri) if config_version == 2 else {}
+    _dig(base, ["containerd", "runtimes"], create=True)[NVIDIA_RUNTIME] = nvidia
+    if set_default:
+        _dig(base, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
+    dropin = {"version": config_version, "plugins": {plugin: base}}
+    main = copy.deepcopy(config)
+    main["version"] = config_version
+    imports = [str(i) for i in main.get("imports", []) or []]
+    if not any(fnmatch.fnmatch(dropin_path, pattern) for pattern in imports):
+        imports.append(dropin_path)
+    main["imports"] = imports
+    return {
+        "config": main,
+        "dropin": dropin,
+        "dropin_path": dropin_path,
+        "cri_plugin": plugin,
+        "config_version": config_version,
+    }
+
+
+# --- CRI-O ---------------------------------------------------------------------------------------
+
+
+def kgn_crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set_default: bool = True) -> dict:
+    """CRI-O drop-in document with the nvidia runtime [NCT] crio.go, [DP-README-0.17].
+
+    ``existing``: the parsed CRI-O config (crio.conf merged with its drop-ins) or {}; the options
+    of its default runtime (``crun`` from CRI-O 1.31, ``runc`` before) are copied, then
+    ``runtime_path`` and ``runtime_type = "oci"`` are set.
+    """
+    config = _mapping(existing, "kgn_crio_dropin: the existing CRI-O config")
+    runtime = _dig(config, ["crio", "runtime"])
+    default = runtime.get("default_runtime", "")
+    source = _dig(runtime, ["runtimes"]).get(default) if default and default != NVIDIA_RUNTIME else None
+    entry = copy.deepcopy(source) if isinstance(source, dict) else {}
+    entry.update({"runtime_path": str(runtime_path), "runtime_type": entry.get("runtime_type", "oci")})
+    section: dict = {"runtimes": {NVIDIA_RUNTIME: entry}}
+    if set_default:
+        section["default_runtime"] = NVIDIA_RUNTIME
+    return {"crio": {"runtime": section}}
+
+
+# --- TOML ----------------------------------------------------------------------------------------
+
+
+def kgn_toml_parse(text: object, path: str = "the file") -> dict:
+    """Parse TOML (tomllib); the error names ``path``. Empty -> {}."""
+    body = "" if text is None else str(text)
+    try:
+        return _plain(tomllib.loads(body))
+    except tomllib.TOMLDecodeError as err:
+        raise AnsibleFilterError(
+            f"{path} is not valid TOML: {err}. It was left unchanged; fix it and run again"
+        ) from None
+
+
+def kgn_toml_emit(data: object) -> str:
+    """Emit a mapping as TOML (tomli-w, pinned in requirements.txt)."""
+    try:
+        import tomli_w
+    except ImportError:
+        raise AnsibleFilterError(
+            "kgn_toml_emit needs the Python package tomli-w on the controller (requirements.txt)"
+        ) from None
+    return tomli_w.dumps(_mapping(data, "kgn_toml_emit: the document"))
+
+
+class FilterModule:
+    """Container-runtime filters."""
+
+    def filters(self) -> dict:
+        return {
+            "kgn_docker_nvidia_package": kgn_docker_nvidia_package,
+            "kgn_dockershim_available": kgn_dockershim_available,
+            "kgn_container_runtime_choice": kgn_container_runtime_choice,
+            "kgn_containerd_layout": kgn_containerd_layout,
+            "kgn_nvidia_repo_layout": kgn_nvidia_repo_layout,
+            "kgn_json_document": kgn_json_document,
+            "kgn_docker_daemon_merge": kgn_docker_daemon_merge,
+            "kgn_containerd_nvidia": kgn_containerd_nvidia,
+            "kgn_crio_dropin": kgn_crio_dropin,
+            "kgn_toml_parse": kgn_toml_parse,
+            "kgn_toml_emit": kgn_toml_emit,
+        }
