@@ -4,6 +4,7 @@ Filters (documentation: the sidecar ``<filter>.yml`` files):
   kgn_verify_checks   observations of one host + what is expected -> list of checks
   kgn_diagnose        checks + the diagnosis catalog -> the same checks with known causes and fixes
   kgn_verify_verdict  checks -> ok / degraded / failed
+  kgn_verify_daemonsets  DaemonSet objects from the API -> [{name, namespace, args, desired, ready}]
 
 A check is a plain dict ``{id, title, status, summary, evidence}``; status is one of
 ``ok`` (as expected), ``warn`` (degrades the node, e.g. no GPU on a lab node), ``failed``
@@ -46,7 +47,7 @@ TITLES = {
 }
 
 
-def _check(check_id, status, summary, **evidence):
+def _check(check_id, status, summary, /, **evidence):
     return {"id": check_id, "title": TITLES[check_id], "status": status, "summary": summary, "evidence": evidence}
 
 
@@ -59,16 +60,14 @@ def _need_dict(value, what):
 
 
 def _version_matches(found, pinned):
-    """True when ``found`` (535.309.01 or a Debian version 535.309.01-1~deb12u1) is the pinned one."""
+    """True when ``found`` (535.309.01 or a Debian version 1:535.309.01-1~deb12u1) is the pinned one."""
     if not pinned:
         return True
     if not found:
         return False
-    found, pinned = str(found), str(pinned)
-    return found == pinned or found.startswith(pinned + "-") or found.startswith(pinned + "~") or (
-        # a Debian epoch (1:535.x) or a pin on the Debian version itself
-        found.split(":", 1)[-1].startswith(pinned)
-    )
+    found, pinned = str(found).split(":", 1)[-1], str(pinned)  # drop a Debian epoch
+    # a branch pin ("535") matches any 535.x; a full pin matches its Debian revisions (-1~deb12u1)
+    return found == pinned or found.startswith((pinned + "-", pinned + "~", pinned + "."))
 
 
 # --- GPU node checks -------------------------------------------------------------------------
@@ -153,7 +152,7 @@ def _runtime_checks(runtime):
             _check("runtime_registered", "failed", "no container runtime found (docker, containerd, crio)",
                    engine=engine, requested=runtime.get("requested")),
         ]
-    data = runtime.get(engine) or {}
+    data = runtime.get(engine) or {"error": f"{engine} is not installed"}
     registered = list(data.get("runtimes") or [])
     default = data.get("default_runtime") or ""
     evidence = {
@@ -166,6 +165,7 @@ def _runtime_checks(runtime):
         "config_mentions_nvidia": data.get("config_mentions_nvidia"),
         "backup_mentions_nvidia": data.get("backup_mentions_nvidia"),
         "config_path": data.get("config_path") or "",
+        "toolkit_installed": runtime.get("toolkit_installed"),
     }
     if not data.get("answered"):
         line = (data.get("error") or "no answer").strip().splitlines()
@@ -257,13 +257,15 @@ def _scheduler_checks(sched, expected):
     if not want:
         return []
     checks = []
-    flag, path = want.get("flag") or "", want.get("config_path") or ""
+    flag, path = (want.get("flag") or "").lstrip("-"), want.get("config_path") or ""
     config = sched.get("config") or {}
     extenders = list(config.get("extender_urls") or [])
-    wanted_urls = list(want.get("extender_urls") or [])
+    # each stack's extender is recognised by its URL path (/gpushare-scheduler, /scheduler), so a
+    # user's own host/port choice does not matter here
+    wanted_paths = list(want.get("extender_paths") or [])
     evidence = {"path": path, "exists": bool(config.get("exists")), "extender_urls": extenders,
-                "expected_urls": wanted_urls, "error": config.get("error") or ""}
-    absent = [u for u in wanted_urls if u not in extenders]
+                "expected_paths": wanted_paths, "error": config.get("error") or ""}
+    absent = [p for p in wanted_paths if not any(u.rstrip("/").endswith(p) for u in extenders)]
     if not config.get("exists"):
         checks.append(_check("scheduler_config", "failed", f"{path} does not exist", **evidence))
     elif absent:
@@ -359,6 +361,15 @@ def kgn_verify_checks(observed, expected):
     if "control_plane" in kinds:
         checks += _scheduler_checks(_need_dict(observed.get("scheduler"), "observed.scheduler"), expected)
         checks += _stack_checks(observed.get("api"), expected)
+    waived = expected.get("waived") or []
+    unknown = sorted(set(waived) - set(TITLES))
+    if unknown:
+        raise AnsibleFilterError(f"kgn_verify_checks: waived checks {unknown} do not exist; known: {', '.join(TITLES)}")
+    for check in checks:
+        # a failure this inventory cannot avoid (e.g. no extender runs in a lab) degrades, still shown
+        if check["status"] == "failed" and check["id"] in waived:
+            check["status"] = "warn"
+            check["summary"] = f"{check['summary']} (waived on this inventory)"
     return checks
 
 
@@ -451,6 +462,26 @@ def kgn_verify_verdict(checks):
     return "ok"
 
 
+def kgn_verify_daemonsets(items):
+    """DaemonSet objects (``kubectl get ds -o json`` items) -> [{name, namespace, args, desired, ready}]."""
+    if not isinstance(items, list):
+        raise AnsibleFilterError(f"kgn_verify_daemonsets: input must be the 'items' list of a DaemonSetList, got "
+                                 f"{type(items).__name__}")
+    result = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        meta = item.get("metadata") or {}
+        pod = ((item.get("spec") or {}).get("template") or {}).get("spec") or {}
+        args = []
+        for container in pod.get("containers") or []:
+            args += [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+        status = item.get("status") or {}
+        result.append({"name": meta.get("name"), "namespace": meta.get("namespace"), "args": args,
+                       "desired": status.get("desiredNumberScheduled", 0), "ready": status.get("numberReady", 0)})
+    return result
+
+
 class FilterModule:
     """Verification filters."""
 
@@ -459,4 +490,5 @@ class FilterModule:
             "kgn_verify_checks": kgn_verify_checks,
             "kgn_diagnose": kgn_diagnose,
             "kgn_verify_verdict": kgn_verify_verdict,
+            "kgn_verify_daemonsets": kgn_verify_daemonsets,
         }

@@ -15,8 +15,8 @@ from ansible.errors import AnsibleFilterError
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, "..", "module_utils"))
 sys.path.insert(0, _HERE)
-import kgn_scheduler  # noqa: E402
-import kgn_stacks  # noqa: E402
+import kgn_scheduler
+import kgn_stacks
 
 CHOICES = {
     "kube_scheduler_style": ("auto", "kubeadm", "systemd"),

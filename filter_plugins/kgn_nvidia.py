@@ -14,38 +14,70 @@ import sys
 from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
-from kgn_version import VersionError, parse_version  # noqa: E402
+from kgn_version import VersionError, parse_version
 
 # --- D1 table 3: CUDA toolkit -> minimum Linux x86_64 driver [CUDA-RN] --------------------------
 # Key: CUDA version as released (GA = .0, "Update N" = .N). Legacy releases are listed with the
 # build number NVIDIA printed (10.2.89 ...) and also answer for "<major>.<minor>" alone.
 CUDA_MIN_DRIVER: dict[str, str] = {
-    "13.2.2": "595.71.05", "13.2.1": "595.58.03", "13.2.0": "595.45.04",
-    "13.1.1": "590.48.01", "13.1.0": "590.44.01",
-    "13.0.2": "580.95.05", "13.0.1": "580.82.07", "13.0.0": "580.65.06",
-    "12.9.1": "575.57.08", "12.9.0": "575.51.03",
-    "12.8.1": "570.124.06", "12.8.0": "570.26",
-    "12.6.3": "560.35.05", "12.6.2": "560.35.03", "12.6.1": "560.35.03", "12.6.0": "560.28.03",
-    "12.5.1": "555.42.06", "12.5.0": "555.42.02",
-    "12.4.1": "550.54.15", "12.4.0": "550.54.14",
-    "12.3.1": "545.23.08", "12.3.0": "545.23.06",
-    "12.2.2": "535.104.05", "12.2.1": "535.86.09", "12.2.0": "535.54.03",
-    "12.1.1": "530.30.02", "12.1.0": "530.30.02",
-    "12.0.1": "525.85.12", "12.0.0": "525.60.13",
+    "13.2.2": "595.71.05",
+    "13.2.1": "595.58.03",
+    "13.2.0": "595.45.04",
+    "13.1.1": "590.48.01",
+    "13.1.0": "590.44.01",
+    "13.0.2": "580.95.05",
+    "13.0.1": "580.82.07",
+    "13.0.0": "580.65.06",
+    "12.9.1": "575.57.08",
+    "12.9.0": "575.51.03",
+    "12.8.1": "570.124.06",
+    "12.8.0": "570.26",
+    "12.6.3": "560.35.05",
+    "12.6.2": "560.35.03",
+    "12.6.1": "560.35.03",
+    "12.6.0": "560.28.03",
+    "12.5.1": "555.42.06",
+    "12.5.0": "555.42.02",
+    "12.4.1": "550.54.15",
+    "12.4.0": "550.54.14",
+    "12.3.1": "545.23.08",
+    "12.3.0": "545.23.06",
+    "12.2.2": "535.104.05",
+    "12.2.1": "535.86.09",
+    "12.2.0": "535.54.03",
+    "12.1.1": "530.30.02",
+    "12.1.0": "530.30.02",
+    "12.0.1": "525.85.12",
+    "12.0.0": "525.60.13",
     "11.8.0": "520.61.05",
-    "11.7.1": "515.48.07", "11.7.0": "515.43.04",
-    "11.6.2": "510.47.03", "11.6.1": "510.47.03", "11.6.0": "510.39.01",
-    "11.5.2": "495.29.05", "11.5.1": "495.29.05", "11.5.0": "495.29.05",
-    "11.4.4": "470.82.01", "11.4.3": "470.82.01", "11.4.2": "470.57.02", "11.4.1": "470.57.02",
+    "11.7.1": "515.48.07",
+    "11.7.0": "515.43.04",
+    "11.6.2": "510.47.03",
+    "11.6.1": "510.47.03",
+    "11.6.0": "510.39.01",
+    "11.5.2": "495.29.05",
+    "11.5.1": "495.29.05",
+    "11.5.0": "495.29.05",
+    "11.4.4": "470.82.01",
+    "11.4.3": "470.82.01",
+    "11.4.2": "470.57.02",
+    "11.4.1": "470.57.02",
     "11.4.0": "470.42.01",
-    "11.3.1": "465.19.01", "11.3.0": "465.19.01",
-    "11.2.2": "460.32.03", "11.2.1": "460.32.03", "11.2.0": "460.27.03",
-    "11.1.1": "455.32", "11.1.0": "455.23",
-    "11.0.3": "450.51.06", "11.0.2": "450.51.05", "11.0.1": "450.36.06",
+    "11.3.1": "465.19.01",
+    "11.3.0": "465.19.01",
+    "11.2.2": "460.32.03",
+    "11.2.1": "460.32.03",
+    "11.2.0": "460.27.03",
+    "11.1.1": "455.32",
+    "11.1.0": "455.23",
+    "11.0.3": "450.51.06",
+    "11.0.2": "450.51.05",
+    "11.0.1": "450.36.06",
     "10.2.89": "440.33",
     "10.1.105": "418.39",
     "10.0.130": "410.48",
-    "9.2.148": "396.37", "9.2.88": "396.26",
+    "9.2.148": "396.37",
+    "9.2.88": "396.26",
     "9.1.85": "390.46",
     "9.0.76": "384.81",
 }
@@ -61,35 +93,120 @@ CUDA_MINOR_COMPAT_MIN_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13"
 # GH200 before H200). Sources: [CUDA-GPUS], [CUDA-GPUS-LEGACY], [MIG-GPUS]; min driver for MIG
 # from [MIG-DEPLOY] (r620 table).
 GPU_MODELS: list[dict] = [
-    {"model": "K80", "pattern": r"\bK80\b", "architecture": "Kepler", "compute_capability": "3.7",
-     "mig_max_instances": 0, "mig_min_driver": None},
-    {"model": "P100", "pattern": r"\bP100\b", "architecture": "Pascal", "compute_capability": "6.0",
-     "mig_max_instances": 0, "mig_min_driver": None},
-    {"model": "P4", "pattern": r"\bP4\b", "architecture": "Pascal", "compute_capability": "6.1",
-     "mig_max_instances": 0, "mig_min_driver": None},
-    {"model": "V100", "pattern": r"\bV100S?\b", "architecture": "Volta", "compute_capability": "7.0",
-     "mig_max_instances": 0, "mig_min_driver": None},
-    {"model": "T4", "pattern": r"\bT4\b", "architecture": "Turing", "compute_capability": "7.5",
-     "mig_max_instances": 0, "mig_min_driver": None},
-    {"model": "A100", "pattern": r"\bA100\b", "architecture": "Ampere", "compute_capability": "8.0",
-     "mig_max_instances": 7, "mig_min_driver": "450.80.02"},
-    {"model": "A30", "pattern": r"\bA30\b", "architecture": "Ampere", "compute_capability": "8.0",
-     "mig_max_instances": 4, "mig_min_driver": "460.73.01"},
-    {"model": "A10", "pattern": r"\bA10\b", "architecture": "Ampere", "compute_capability": "8.6",
-     "mig_max_instances": 0, "mig_min_driver": None},
-    {"model": "L40S", "pattern": r"\bL40S\b", "architecture": "Ada Lovelace", "compute_capability": "8.9",
-     "mig_max_instances": 0, "mig_min_driver": None},
-    {"model": "L4", "pattern": r"\bL4\b", "architecture": "Ada Lovelace", "compute_capability": "8.9",
-     "mig_max_instances": 0, "mig_min_driver": None},
+    {
+        "model": "K80",
+        "pattern": r"\bK80\b",
+        "architecture": "Kepler",
+        "compute_capability": "3.7",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
+    {
+        "model": "P100",
+        "pattern": r"\bP100\b",
+        "architecture": "Pascal",
+        "compute_capability": "6.0",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
+    {
+        "model": "P4",
+        "pattern": r"\bP4\b",
+        "architecture": "Pascal",
+        "compute_capability": "6.1",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
+    {
+        "model": "V100",
+        "pattern": r"\bV100S?\b",
+        "architecture": "Volta",
+        "compute_capability": "7.0",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
+    {
+        "model": "T4",
+        "pattern": r"\bT4\b",
+        "architecture": "Turing",
+        "compute_capability": "7.5",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
+    {
+        "model": "A100",
+        "pattern": r"\bA100\b",
+        "architecture": "Ampere",
+        "compute_capability": "8.0",
+        "mig_max_instances": 7,
+        "mig_min_driver": "450.80.02",
+    },
+    {
+        "model": "A30",
+        "pattern": r"\bA30\b",
+        "architecture": "Ampere",
+        "compute_capability": "8.0",
+        "mig_max_instances": 4,
+        "mig_min_driver": "460.73.01",
+    },
+    {
+        "model": "A10",
+        "pattern": r"\bA10\b",
+        "architecture": "Ampere",
+        "compute_capability": "8.6",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
+    {
+        "model": "L40S",
+        "pattern": r"\bL40S\b",
+        "architecture": "Ada Lovelace",
+        "compute_capability": "8.9",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
+    {
+        "model": "L4",
+        "pattern": r"\bL4\b",
+        "architecture": "Ada Lovelace",
+        "compute_capability": "8.9",
+        "mig_max_instances": 0,
+        "mig_min_driver": None,
+    },
     # GH200 = Grace CPU + H100 GPU: MIG 7 [MIG-GPUS]; open kernel modules required (D3).
-    {"model": "GH200", "pattern": r"\bGH200\b", "architecture": "Hopper", "compute_capability": "9.0",
-     "mig_max_instances": 7, "mig_min_driver": "525.85.12", "grace": True},
-    {"model": "H100", "pattern": r"\bH100\b", "architecture": "Hopper", "compute_capability": "9.0",
-     "mig_max_instances": 7, "mig_min_driver": "525.85.12"},
-    {"model": "H200", "pattern": r"\bH200\b", "architecture": "Hopper", "compute_capability": "9.0",
-     "mig_max_instances": 7, "mig_min_driver": "550.90.07"},
-    {"model": "B200", "pattern": r"\bB200\b", "architecture": "Blackwell", "compute_capability": "10.0",
-     "mig_max_instances": 7, "mig_min_driver": "570.133.20"},
+    {
+        "model": "GH200",
+        "pattern": r"\bGH200\b",
+        "architecture": "Hopper",
+        "compute_capability": "9.0",
+        "mig_max_instances": 7,
+        "mig_min_driver": "525.85.12",
+        "grace": True,
+    },
+    {
+        "model": "H100",
+        "pattern": r"\bH100\b",
+        "architecture": "Hopper",
+        "compute_capability": "9.0",
+        "mig_max_instances": 7,
+        "mig_min_driver": "525.85.12",
+    },
+    {
+        "model": "H200",
+        "pattern": r"\bH200\b",
+        "architecture": "Hopper",
+        "compute_capability": "9.0",
+        "mig_max_instances": 7,
+        "mig_min_driver": "550.90.07",
+    },
+    {
+        "model": "B200",
+        "pattern": r"\bB200\b",
+        "architecture": "Blackwell",
+        "compute_capability": "10.0",
+        "mig_max_instances": 7,
+        "mig_min_driver": "570.133.20",
+    },
 ]
 
 # --- D3: driver branches vs architectures ------------------------------------------------------
@@ -97,23 +214,36 @@ GPU_MODELS: list[dict] = [
 # (NVIDIA "current releases", Debian nvidia-driver description), Maxwell/Pascal/Volta R580
 # (NVIDIA Unix deprecation schedule).
 LAST_BRANCH: dict[str, int | None] = {
-    "Fermi": 390, "Kepler": 470, "Maxwell": 580, "Pascal": 580, "Volta": 580,
-    "Turing": None, "Ampere": None, "Ada Lovelace": None, "Hopper": None, "Blackwell": None,
+    "Fermi": 390,
+    "Kepler": 470,
+    "Maxwell": 580,
+    "Pascal": 580,
+    "Volta": 580,
+    "Turing": None,
+    "Ampere": None,
+    "Ada Lovelace": None,
+    "Hopper": None,
+    "Blackwell": None,
 }
 # First branch for an architecture: the minimum driver (table 3) of the first CUDA release that
 # supports its compute capability (D2 extra facts: 8.0 -> 11.0, 8.6 -> 11.1, 8.9/9.0 -> 11.8,
 # 10.0 -> 12.8; 7.0 -> 9.0, 7.5 -> 10.0). Partially verified in the source; used for the
 # "branch too old for this GPU" check.
 FIRST_BRANCH_BY_CC: dict[str, int] = {
-    "7.0": 384, "7.5": 410, "8.0": 450, "8.6": 455, "8.9": 520, "9.0": 520, "10.0": 570,
+    "7.0": 384,
+    "7.5": 410,
+    "8.0": 450,
+    "8.6": 455,
+    "8.9": 520,
+    "9.0": 520,
+    "10.0": 570,
 }
 OPEN_MODULES_FIRST_BRANCH = 515  # [NV-KMOD]: open modules from R515, Turing and newer only
 OPEN_MODULES_MIN_CC = (7, 5)
 KERNEL_MODULES = ("proprietary", "open")
 
 # --- E4: GPU Feature Discovery family from compute capability (getArchFamily) [DP] -------------
-_FAMILY_BY_MAJOR = {3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper", 10: "blackwell", 12: "blackwell",
-                    13: "rubin"}
+_FAMILY_BY_MAJOR = {3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper", 10: "blackwell", 12: "blackwell", 13: "rubin"}
 
 _DRIVER_RE = re.compile(r"^(?:\d+:)?(?P<major>\d+)(?:\.(?P<minor>\d+))?(?:\.(?P<patch>\d+))?")
 _CC_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)$")
@@ -126,12 +256,16 @@ def _fail(filter_name: str, message: str) -> AnsibleFilterError:
 def _driver_tuple(value: object, filter_name: str, what: str = "driver version") -> tuple[int, int, int]:
     """Parse a driver version or branch: 535, '535', '535.104.05', '535.216.01-1~deb12u1'."""
     if isinstance(value, bool) or value is None or isinstance(value, float):
-        raise _fail(filter_name, f"{what} {value!r} is not a driver version; give a string such as "
-                                 f"'535.104.05' or a branch such as '535'")
+        raise _fail(
+            filter_name,
+            f"{what} {value!r} is not a driver version; give a string such as '535.104.05' or a branch such as '535'",
+        )
     match = _DRIVER_RE.match(str(value).strip())
     if not match:
-        raise _fail(filter_name, f"{what} {value!r} is not a driver version; give a string such as "
-                                 f"'535.104.05' or a branch such as '535'")
+        raise _fail(
+            filter_name,
+            f"{what} {value!r} is not a driver version; give a string such as '535.104.05' or a branch such as '535'",
+        )
     return int(match["major"]), int(match["minor"] or 0), int(match["patch"] or 0)
 
 
@@ -149,10 +283,14 @@ def _cuda_key(cuda: tuple[int, int, int], filter_name: str) -> str:
         if tuple(int(p) for p in key.split("."))[:2] == cuda[:2]
     )
     if not rows:
-        known = sorted({".".join(k.split(".")[:2]) for k in CUDA_MIN_DRIVER},
-                       key=lambda s: tuple(int(p) for p in s.split(".")))
-        raise _fail(filter_name, f"CUDA {cuda[0]}.{cuda[1]} is not in NVIDIA's driver table (there is no "
-                                 f"CUDA 12.7, for example); known releases: {', '.join(known)}")
+        known = sorted(
+            {".".join(k.split(".")[:2]) for k in CUDA_MIN_DRIVER}, key=lambda s: tuple(int(p) for p in s.split("."))
+        )
+        raise _fail(
+            filter_name,
+            f"CUDA {cuda[0]}.{cuda[1]} is not in NVIDIA's driver table (there is no "
+            f"CUDA 12.7, for example); known releases: {', '.join(known)}",
+        )
     # Largest listed release not newer than the one asked for; "12.4" means GA (12.4.0).
     at_or_below = [key for parts, key in rows if parts <= cuda]
     return at_or_below[-1] if at_or_below else rows[0][1]
@@ -172,15 +310,18 @@ def kgn_nvidia_cuda_compat(driver_version: object, cuda_version: object) -> dict
     full = driver >= _driver_tuple(min_driver, name)
     minor_min = CUDA_MINOR_COMPAT_MIN_DRIVER.get(cuda[0])
     minor = minor_min is not None and driver >= _driver_tuple(minor_min, name)
-    driver_text = ".".join(str(p) for p in driver)
+    driver_text = _DRIVER_RE.match(str(driver_version).strip()).group(0).split(":")[-1]
     if full:
         reason = f"driver {driver_text} >= {min_driver}, the minimum for CUDA {cuda[0]}.{cuda[1]}.{cuda[2]}"
     elif minor:
-        reason = (f"driver {driver_text} is below {min_driver} (full support) but >= {minor_min}: CUDA "
-                  f"{cuda[0]}.x minor-version compatibility only (no newer PTX JIT, limited features)")
+        reason = (
+            f"driver {driver_text} is below {min_driver} (full support) but >= {minor_min}: CUDA "
+            f"{cuda[0]}.x minor-version compatibility only (no newer PTX JIT, limited features)"
+        )
     else:
-        reason = (f"driver {driver_text} cannot run CUDA {cuda[0]}.{cuda[1]}: it needs >= {min_driver}"
-                  + (f" (or >= {minor_min} with minor-version compatibility)" if minor_min else ""))
+        reason = f"driver {driver_text} cannot run CUDA {cuda[0]}.{cuda[1]}: it needs >= {min_driver}" + (
+            f" (or >= {minor_min} with minor-version compatibility)" if minor_min else ""
+        )
     return {
         "supported": bool(full or minor),
         "full": bool(full),
@@ -196,8 +337,11 @@ def kgn_nvidia_gpu_family(compute_capability: object) -> str:
     name = "kgn_nvidia_gpu_family"
     match = _CC_RE.match(str(compute_capability).strip()) if isinstance(compute_capability, str) else None
     if not match:
-        raise _fail(name, f"compute capability {compute_capability!r} is not a string like '7.5' "
-                          f"(quote it in YAML: 7.50 would become 7.5)")
+        raise _fail(
+            name,
+            f"compute capability {compute_capability!r} is not a string like '7.5' "
+            f"(quote it in YAML: 7.50 would become 7.5)",
+        )
     major, minor = int(match["major"]), int(match["minor"])
     if major == 7:
         return "turing" if minor >= 5 else "volta"
@@ -237,8 +381,11 @@ def kgn_nvidia_gpu_info(product_name: object, strict: bool = True) -> dict | Non
     if not strict:
         return None
     known = ", ".join(row["model"] for row in GPU_MODELS)
-    raise _fail(name, f"unknown GPU product {product_name!r}; known models: {known}. Pass strict=false "
-                      f"to get None for GPUs outside the table")
+    raise _fail(
+        name,
+        f"unknown GPU product {product_name!r}; known models: {known}. Pass strict=false "
+        f"to get None for GPUs outside the table",
+    )
 
 
 def kgn_nvidia_branch_supports_gpu(branch: object, gpu: object, kernel_module: str = "proprietary") -> dict:
@@ -256,8 +403,9 @@ def kgn_nvidia_branch_supports_gpu(branch: object, gpu: object, kernel_module: s
     first = FIRST_BRANCH_BY_CC.get(info["compute_capability"])
     problems = []
     if last is not None and major > last:
-        problems.append(f"R{last} is the last branch for {arch} GPUs; install the {last} branch "
-                        f"(e.g. Debian nvidia-tesla-{last}-driver) instead of R{major}")
+        problems.append(
+            f"R{last} is the last branch for {arch} GPUs; install the R{last} branch (or older) instead of R{major}"
+        )
     if first is not None and major < first:
         problems.append(f"{product} (compute capability {info['compute_capability']}) needs R{first} or newer")
     if kernel_module == "open":
@@ -324,9 +472,12 @@ def kgn_nvidia_gfd_labels(gpu_facts: object) -> dict:
         labels["nvidia.com/gpu.compute.major"] = major
         labels["nvidia.com/gpu.compute.minor"] = minor
         labels["nvidia.com/gpu.family"] = kgn_nvidia_gpu_family(str(cc))
-    labels["nvidia.com/mig.capable"] = "true" if any(
-        str(g.get("mig_mode_current", "N/A")) in ("Enabled", "Disabled") for g in gpus
-    ) or bool(info and info["mig_capable"]) else "false"
+    labels["nvidia.com/mig.capable"] = (
+        "true"
+        if any(str(g.get("mig_mode_current", "N/A")) in ("Enabled", "Disabled") for g in gpus)
+        or bool(info and info["mig_capable"])
+        else "false"
+    )
     driver = gpu_facts.get("driver_version")
     if driver:
         d_major, d_minor, d_rev = _driver_tuple(driver, name)
@@ -343,6 +494,63 @@ def kgn_nvidia_gfd_labels(gpu_facts: object) -> dict:
     return labels
 
 
+def _apt_entries(path: str, content: str) -> list[tuple[str, set[str]]]:
+    """(suite, components) of every enabled binary entry of an apt source file (.list or deb822)."""
+    entries = []
+    if path.endswith(".sources"):
+        for stanza in re.split(r"\n\s*\n", content):
+            fields: dict[str, str] = {}
+            key = None
+            for line in stanza.splitlines():
+                if line.startswith("#") or not line.strip():
+                    continue
+                if line[0] in " \t" and key:  # continuation line
+                    fields[key] += " " + line.strip()
+                    continue
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                fields[key] = value.strip()
+            if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
+                continue
+            for suite in fields.get("suites", "").split():
+                entries.append((suite, set(fields.get("components", "").split())))
+        return entries
+    for line in content.splitlines():
+        line = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()
+        if len(line) >= 3 and line[0] == "deb":
+            entries.append((line[2], set(line[3:])))
+    return entries
+
+
+def kgn_nvidia_apt_missing_components(sources: object, suites: object, components: object) -> list:
+    """Which of the needed components each suite still lacks in the host's apt sources."""
+    name = "kgn_nvidia_apt_missing_components"
+    if not isinstance(sources, list) or not all(isinstance(s, dict) and {"path", "content"} <= set(s) for s in sources):
+        raise _fail(name, "input must be a list of {path, content} dicts (the host's apt source files)")
+    if not isinstance(suites, list) or not isinstance(components, list):
+        raise _fail(name, "suites and components must be lists, e.g. ['bookworm'] and ['non-free']")
+    present: dict[str, set[str]] = {}
+    for source in sources:
+        for suite, comps in _apt_entries(str(source["path"]), str(source["content"])):
+            present.setdefault(suite, set()).update(comps)
+    missing = []
+    for suite in suites:
+        lacking = [c for c in components if c not in present.get(suite, set())]
+        if lacking:
+            missing.append({"suite": suite, "components": lacking})
+    return missing
+
+
+def kgn_nvidia_pin_package(package: object, version: object, unpinned: object = None) -> str:
+    """'nvidia-driver' + '535.216.01-1~deb12u1' -> 'nvidia-driver=535.216.01-1~deb12u1' (apt pin syntax)."""
+    name = "kgn_nvidia_pin_package"
+    if not isinstance(package, str) or not package:
+        raise _fail(name, f"package {package!r} must be a package name")
+    if not isinstance(version, str) or not version:
+        raise _fail(name, f"version {version!r} must be the package version to pin, e.g. '535.216.01-1~deb12u1'")
+    return package if package in (unpinned or []) else f"{package}={version}"
+
+
 class FilterModule:
     """NVIDIA compatibility filters."""
 
@@ -356,4 +564,6 @@ class FilterModule:
             "kgn_nvidia_accelerator_label": kgn_nvidia_accelerator_label,
             "kgn_nvidia_upstream_version": kgn_nvidia_upstream_version,
             "kgn_nvidia_gfd_labels": kgn_nvidia_gfd_labels,
+            "kgn_nvidia_apt_missing_components": kgn_nvidia_apt_missing_components,
+            "kgn_nvidia_pin_package": kgn_nvidia_pin_package,
         }

@@ -6,9 +6,9 @@ Filters (documentation in the sidecar ``<filter>.yml`` files):
 - ``kgn_scheduler_config``: the complete config document (Policy or KubeSchedulerConfiguration) with the
   given extenders merged into an optional existing config.
 
-Facts are cited by the source keys of ``../shared/reference/version-facts.md`` (section A). The extender
-handling (neutral form, spellings per format, reading existing configs) lives in
-``module_utils/kgn_scheduler_extender.py``.
+Facts are cited by the source keys of ``../shared/reference/version-facts.md`` (section A). Shared code in
+``module_utils/``: ``kgn_scheduler_extender.py`` (the neutral extender form and its spellings per format) and
+``kgn_scheduler_api.py`` (fields per apiVersion, reading and converting an existing config).
 """
 
 from __future__ import annotations
@@ -19,93 +19,24 @@ import sys
 from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
-from kgn_scheduler_extender import (
-    ExtenderError,
-    check_single_binder,
-    emit_extender,
-    extender_from_neutral,
-    read_existing_extender,
-    same_url,
+from kgn_scheduler_api import (
+    GROUP,
+    POLICY_LAST_MINOR,
+    SERVED,
+    SchedulerConfigError,
+    carry_config,
+    carry_policy,
+    classify,
+    existing_extenders,
+    policy_to_config_settings,
 )
+from kgn_scheduler_extender import ExtenderError, check_single_binder, emit_extender, extender_from_neutral, same_url
 from kgn_version import VersionError, parse_version
 
-GROUP = "kubescheduler.config.k8s.io"
 SUPPORTED = ((1, 16), (1, 35))
 POLICY_PATH = "/etc/kubernetes/scheduler-policy-config.json"
 CONFIG_PATH = "/etc/kubernetes/scheduler-policy-config.yaml"
 
-# Served KubeSchedulerConfiguration versions: (first minor, last minor) of 1.x. [KS tags], A2/A2b and
-# the "Observed" table (1.22.3: v1beta1+v1beta2; 1.25.16/1.27.16: v1beta2+v1beta3+v1; 1.29+: v1 only).
-SERVED = {
-    "v1alpha1": (12, 18),  # [KS-1.12], removed 1.19 (PR #89298)
-    "v1alpha2": (18, 18),  # [KS-1.18], removed 1.19
-    "v1beta1": (19, 22),  # [PR-91420], removed 1.23 (PR #104782)
-    "v1beta2": (22, 27),  # [KEP-785], removed 1.28 (PR #117649)
-    "v1beta3": (23, 28),  # [KEP-785], removed 1.29 (PR #119994)
-    "v1": (25, 99),  # GA 1.25 [KEP-785]
-}
-POLICY_LAST_MINOR = 22  # Policy API and its flags removed in 1.23 [PR-105424]
-
-# Top-level KubeSchedulerConfiguration fields per apiVersion (A4; [KS-1.18] [KS-1.19] [KS-1.22] [KS-1.23]
-# [KS-1.25]). apiVersion/kind are handled separately.
-_COMMON = (
-    "leaderElection",
-    "clientConnection",
-    "enableProfiling",
-    "enableContentionProfiling",
-    "percentageOfNodesToScore",
-    "podInitialBackoffSeconds",
-    "podMaxBackoffSeconds",
-    "profiles",
-    "extenders",
-)
-TOP_LEVEL = {
-    "v1alpha2": (*_COMMON, "healthzBindAddress", "metricsBindAddress", "disablePreemption", "bindTimeoutSeconds"),
-    "v1beta1": (*_COMMON, "healthzBindAddress", "metricsBindAddress"),
-    "v1beta2": (*_COMMON, "healthzBindAddress", "metricsBindAddress", "parallelism"),
-    "v1beta3": (*_COMMON, "parallelism"),
-    "v1": (*_COMMON, "parallelism"),
-}
-# Where a field went when an apiVersion dropped it ([PR-91420], [PR-92892], [KEP-785]).
-MOVED = {
-    "disablePreemption": "disable the DefaultPreemption postFilter plugin in each profile",
-    "bindTimeoutSeconds": "set it as bindTimeoutSeconds in the VolumeBinding pluginConfig args",
-    "hardPodAffinitySymmetricWeight": "set it as hardPodAffinityWeight in the InterPodAffinity pluginConfig args",
-    "algorithmSource": "put the extenders of the referenced Policy file in 'extenders' instead",
-    "schedulerName": "set it as profiles[].schedulerName",
-}
-# No effect from 1.23 and absent from v1beta3/v1 (CHANGELOG-1.23 #96345): dropped on conversion.
-DROPPED_ON_UPGRADE = ("healthzBindAddress", "metricsBindAddress")
-
-# Plugin names an apiVersion no longer knows (A4, [KEP-785], [WEB-SCHEDCFG]).
-_V1BETA2_REMOVED = (
-    "NodeLabel",
-    "ServiceAffinity",
-    "NodePreferAvoidPods",
-    "NodeResourcesLeastAllocated",
-    "NodeResourcesMostAllocated",
-    "RequestedToCapacityRatio",
-)
-REMOVED_PLUGINS = {
-    "v1alpha2": (),
-    "v1beta1": (),
-    "v1beta2": _V1BETA2_REMOVED,
-    "v1beta3": _V1BETA2_REMOVED,
-    "v1": (*_V1BETA2_REMOVED, "SelectorSpread"),
-}
-_POINTS = ("queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve", "permit")
-EXTENSION_POINTS = {
-    "v1alpha2": (*_POINTS[:3], *_POINTS[4:], "preBind", "bind", "postBind", "unreserve"),
-    "v1beta1": (*_POINTS, "preBind", "bind", "postBind"),
-    "v1beta2": (*_POINTS, "preBind", "bind", "postBind"),
-    "v1beta3": (*_POINTS, "preBind", "bind", "postBind", "multiPoint"),  # multiPoint from v1beta3 [KS-1.23]
-    "v1": (*_POINTS, "preBind", "bind", "postBind", "multiPoint"),
-}
-PREENQUEUE_FIRST_MINOR = 26  # preEnqueue extension point (pod scheduling readiness) in v1beta3/v1 from 1.26
-PROFILE_PERCENTAGE_FIRST_MINOR = 26  # profiles[].percentageOfNodesToScore in v1 from 1.26 [KS-1.26]
-
-POLICY_TOP_LEVEL = ("kind", "apiVersion", "predicates", "priorities", "extenders", "hardPodAffinitySymmetricWeight",
-                    "alwaysCheckAllPredicates")
 POLICY_FLAGS = ("--policy-config-file", "--policy-configmap", "--policy-configmap-namespace",
                 "--use-legacy-policy-config")
 
@@ -203,159 +134,6 @@ def kgn_scheduler_variant(kubernetes_version: object) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Reading an existing config
-
-
-def _api_suffix(doc: dict) -> str:
-    """Classify an existing document: 'policy', 'v1alpha1', ... 'v1'; raise on anything else."""
-    kind, api = doc.get("kind"), doc.get("apiVersion")
-    if kind == "Policy" and api in ("v1", f"{GROUP}/v1"):
-        return "policy"
-    if kind == "KubeSchedulerConfiguration" and isinstance(api, str) and api.startswith(f"{GROUP}/"):
-        suffix = api.split("/", 1)[1]
-        if suffix in SERVED:
-            return suffix
-    raise _fail(
-        f"kgn_scheduler_config: the existing config has kind {kind!r} and apiVersion {api!r}; expected a Policy "
-        f"(apiVersion v1) or a KubeSchedulerConfiguration of {GROUP}/{{{', '.join(SERVED)}}}. Fix or remove the "
-        "existing file"
-    )
-
-
-def _existing_extenders(doc: dict, source: str) -> list[dict]:
-    entries = doc.get("extenders") or []
-    if not isinstance(entries, list):
-        raise _fail(f"kgn_scheduler_config: the existing config's 'extenders' is a {type(entries).__name__}, "
-                    "expected a list")
-    spelling = "policy" if source in ("policy", "v1alpha2") else "config"
-    try:
-        return [read_existing_extender(e, spelling, f"existing extenders[{i}]") for i, e in enumerate(entries)]
-    except ExtenderError as err:
-        raise _fail(f"kgn_scheduler_config: {err}") from None
-
-
-def _carry_policy(doc: dict) -> dict:
-    """Top-level settings of an existing Policy carried into a Policy target."""
-    carried = {}
-    for key, value in doc.items():
-        if key not in POLICY_TOP_LEVEL:
-            raise _fail(f"kgn_scheduler_config: the existing Policy has the unknown top-level key {key!r} "
-                        f"(kube-scheduler rejects it); allowed: {', '.join(POLICY_TOP_LEVEL)}")
-        if key in ("predicates", "priorities") and value == []:
-            raise _fail(f"kgn_scheduler_config: the existing Policy sets {key!r} to an empty list, which disables "
-                        f"every default {key[:-1]}; remove the key (keep the defaults) or list the ones you want")
-        if key not in ("kind", "apiVersion", "extenders"):
-            carried[key] = value
-    return carried
-
-
-def _policy_to_config_settings(doc: dict, target: str) -> dict:
-    """What of an existing Policy maps onto a KubeSchedulerConfiguration: only its extenders."""
-    for key, value in doc.items():
-        if key in ("kind", "apiVersion", "extenders"):
-            continue
-        if key == "alwaysCheckAllPredicates" and value is False:
-            continue  # the default, nothing to carry
-        if key == "hardPodAffinitySymmetricWeight" and value == 1:
-            continue  # the default weight
-        hint = MOVED.get(key, "express it as profile plugins (see docs/scheduler-versions.md)")
-        raise _fail(
-            f"kgn_scheduler_config: the existing Policy sets {key!r}, which has no equivalent in a "
-            f"KubeSchedulerConfiguration {target} document; {hint}, then remove it from the Policy "
-            "(extenders are carried over automatically)"
-        )
-    return {}
-
-
-def _check_plugin_set(profile_name: str, point: str, plugin_set: object, target: str) -> None:
-    if not isinstance(plugin_set, dict):
-        return
-    for state in ("enabled", "disabled"):
-        for plugin in plugin_set.get(state) or []:
-            name = plugin.get("name") if isinstance(plugin, dict) else None
-            if name in REMOVED_PLUGINS[target]:
-                raise _fail(
-                    f"kgn_scheduler_config: profile {profile_name!r} lists plugin {name!r} under plugins.{point}."
-                    f"{state}, but {GROUP}/{target} has no such plugin; remove it or replace it (e.g. "
-                    "NodeResourcesFit scoringStrategy for the *Allocated/RequestedToCapacityRatio plugins)"
-                )
-
-
-def _convert_profiles(profiles: object, source: str, target: str, minor: int) -> list:
-    """Carry profiles to the target apiVersion, failing on what the target cannot express."""
-    if not isinstance(profiles, list):
-        raise _fail(f"kgn_scheduler_config: the existing config's 'profiles' is a {type(profiles).__name__}, "
-                    "expected a list")
-    points = list(EXTENSION_POINTS[target])
-    if target in ("v1beta3", "v1") and minor >= PREENQUEUE_FIRST_MINOR:
-        points.append("preEnqueue")
-    allowed = ["schedulerName", "plugins", "pluginConfig"]
-    if target == "v1" and minor >= PROFILE_PERCENTAGE_FIRST_MINOR:
-        allowed.append("percentageOfNodesToScore")
-    converted = []
-    for index, profile in enumerate(profiles):
-        if not isinstance(profile, dict):
-            raise _fail(f"kgn_scheduler_config: existing profiles[{index}] is not a mapping")
-        name = profile.get("schedulerName", f"profiles[{index}]")
-        for key in profile:
-            if key not in allowed:
-                raise _fail(
-                    f"kgn_scheduler_config: profile {name!r} of the existing {source} config sets {key!r}, which "
-                    f"{GROUP}/{target} on Kubernetes 1.{minor} does not have (allowed: {', '.join(allowed)}); "
-                    "remove it from the existing config"
-                )
-        plugins = profile.get("plugins") or {}
-        for point, plugin_set in plugins.items():
-            if point not in points:
-                raise _fail(
-                    f"kgn_scheduler_config: profile {name!r} uses the extension point plugins.{point}, which "
-                    f"{GROUP}/{target} on Kubernetes 1.{minor} does not have (allowed: {', '.join(points)})"
-                )
-            _check_plugin_set(name, point, plugin_set, target)
-        new_profile = dict(profile)
-        if "pluginConfig" in profile:
-            new_config = []
-            for entry in profile["pluginConfig"] or []:
-                if isinstance(entry, dict) and entry.get("name") in REMOVED_PLUGINS[target]:
-                    raise _fail(f"kgn_scheduler_config: profile {name!r} configures plugin {entry['name']!r}, which "
-                                f"{GROUP}/{target} does not have; remove its pluginConfig entry")
-                entry = dict(entry)
-                args = entry.get("args")
-                if isinstance(args, dict) and "apiVersion" in args:
-                    entry["args"] = {**args, "apiVersion": f"{GROUP}/{target}"}
-                new_config.append(entry)
-            new_profile["pluginConfig"] = new_config
-        converted.append(new_profile)
-    return converted
-
-
-def _carry_config(doc: dict, source: str, target: str, minor: int) -> dict:
-    """Top-level settings of an existing KubeSchedulerConfiguration carried into the target apiVersion."""
-    if source == "v1alpha1":
-        raise _fail(
-            "kgn_scheduler_config: the existing config is KubeSchedulerConfiguration v1alpha1, whose extenders live "
-            "in the Policy file named by algorithmSource.policy; pass that Policy document as 'existing' instead"
-        )
-    carried: dict = {}
-    for key, value in doc.items():
-        if key in ("apiVersion", "kind", "extenders"):
-            continue
-        if key == "profiles":
-            carried[key] = _convert_profiles(value, source, target, minor)
-        elif key in TOP_LEVEL[target]:
-            carried[key] = value
-        elif key in DROPPED_ON_UPGRADE:
-            continue  # no effect since 1.23; serving is set by --bind-address/--secure-port
-        else:
-            hint = MOVED.get(key, "remove it from the existing config")
-            raise _fail(
-                f"kgn_scheduler_config: the existing {GROUP}/{source} config sets {key!r}, which {GROUP}/{target} "
-                f"(the variant for Kubernetes 1.{minor}) does not have; {hint}"
-            )
-    return carried
-
-
-# --------------------------------------------------------------------------------------------------------------
 # The document
 
 
@@ -377,7 +155,6 @@ def kgn_scheduler_config(kubernetes_version: object, extenders: object, kubeconf
     """Build the complete kube-scheduler config document for a Kubernetes version."""
     variant = kgn_scheduler_variant(kubernetes_version)
     minor = int(variant["kubernetes_minor"].split(".")[1])
-    target = _target_api(minor)
     if extenders is None:
         extenders = []
     if not isinstance(extenders, list):
@@ -398,8 +175,24 @@ def kgn_scheduler_config(kubernetes_version: object, extenders: object, kubeconf
         raise _fail(f"kgn_scheduler_config: existing must be the parsed current config (a mapping, e.g. from "
                     f"from_yaml/from_json) or omitted, got {type(existing).__name__}")
 
-    source = _api_suffix(existing) if existing is not None else None
-    kept = _existing_extenders(existing, source) if existing is not None else []
+    try:
+        document, merged, spelling = _document(minor, new, kubeconfig, existing)
+    except SchedulerConfigError as err:
+        raise _fail(str(err)) from None
+    try:
+        check_single_binder(merged)
+    except ExtenderError as err:
+        raise _fail(f"kgn_scheduler_config: {err}") from None
+    if merged:
+        document["extenders"] = [emit_extender(e, spelling) for e in merged]
+    return _plain(document)
+
+
+def _document(minor: int, new: list[dict], kubeconfig: object, existing: dict | None) -> tuple[dict, list, str]:
+    """The document without extenders, the merged extenders and their spelling."""
+    target = _target_api(minor)
+    source = classify(existing) if existing is not None else None
+    kept = existing_extenders(existing, source) if existing is not None else []
 
     if target == "policy":
         if source not in (None, "policy"):
@@ -409,14 +202,14 @@ def kgn_scheduler_config(kubernetes_version: object, extenders: object, kubeconf
                 "1.19 a --config file makes kube-scheduler ignore the Policy. Remove --config from the scheduler "
                 "and pass its Policy (algorithmSource.policy) as 'existing', or upgrade to 1.19+"
             )
-        carried = _carry_policy(existing) if existing is not None else {}
+        carried = carry_policy(existing) if existing is not None else {}
         document: dict = {"kind": "Policy", "apiVersion": "v1", **carried}
         spelling = "policy"
     else:
         if source == "policy":
-            carried = _policy_to_config_settings(existing, target)
+            carried = policy_to_config_settings(existing, target)
         elif source is not None:
-            carried = _carry_config(existing, source, target, minor)
+            carried = carry_config(existing, source, target, minor)
         else:
             carried = {}
         connection = dict(carried.pop("clientConnection", None) or {})
@@ -434,14 +227,7 @@ def kgn_scheduler_config(kubernetes_version: object, extenders: object, kubeconf
                     "clientConnection": connection, **carried}
         spelling = "config"
 
-    merged = _merge_extenders(kept, new)
-    try:
-        check_single_binder(merged)
-    except ExtenderError as err:
-        raise _fail(f"kgn_scheduler_config: {err}") from None
-    if merged:
-        document["extenders"] = [emit_extender(e, spelling) for e in merged]
-    return _plain(document)
+    return document, _merge_extenders(kept, new), spelling
 
 
 class FilterModule:

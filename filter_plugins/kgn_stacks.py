@@ -40,9 +40,9 @@ _CATALOG = {
     "nvidia_device_plugin": {
         "description": "NVIDIA k8s-device-plugin: whole GPUs, optionally time-sliced or MPS-shared",
         "resources": ["nvidia.com/gpu"],
-        # The upstream static manifest has no nodeSelector; its Helm chart selects on this GPU
-        # Feature Discovery / GPU operator label, which kgn_labels sets from the GPU facts.
-        "node_labels": {"nvidia.com/gpu.present": "true"},
+        # The upstream static manifest has no nodeSelector (it would also run on the nodes of another
+        # stack); this is the GPU operator's per-node switch for the device plugin DaemonSet.
+        "node_labels": {"nvidia.com/gpu.deploy.device-plugin": "true"},
         "claims_whole_gpus": True,
         "extender": None,
         "service": None,
@@ -226,12 +226,13 @@ def _node_stacks(stacks_by_node):
     return [("(all GPU nodes)", stacks_by_node)]
 
 
-def kgn_stack_problems(stacks_by_node, scheduler_changeable=True):
+def kgn_stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=True):
     """Problems with the chosen stacks, as a list of messages (empty list = no problem).
 
     ``stacks_by_node``: a dict node -> list of stacks (per host gpu_sharing_stacks), or one list
     for the whole cluster. ``scheduler_changeable``: false for a managed control plane (EKS, GKE,
-    AKS, OKE ...) where kube-scheduler cannot be given an extender.
+    AKS, OKE ...) where kube-scheduler cannot be given an extender. ``check_claims=False`` skips the
+    per-node check, for a cluster-wide list whose stacks run on different nodes (selected by labels).
     """
     problems = []
     union = []
@@ -242,7 +243,7 @@ def kgn_stack_problems(stacks_by_node, scheduler_changeable=True):
             problems.append(err.message)
             continue
         claimers = [s for s in names if _CATALOG[s]["claims_whole_gpus"]]
-        if len(claimers) > 1:
+        if check_claims and len(claimers) > 1:
             problems.append(
                 f"{node}: stacks {' and '.join(claimers)} both claim every GPU of the node (each device plugin "
                 f"advertises all GPUs, so one GPU would be handed out twice); keep one stack per node: set "
@@ -269,6 +270,24 @@ def kgn_stack_problems(stacks_by_node, scheduler_changeable=True):
     return problems
 
 
+def kgn_stack_image(image, mirror=""):
+    """``image`` pulled through ``mirror`` (a registry host, optionally with a path) when one is set.
+
+    The image's own registry host is replaced; a Docker Hub image (no host) gets the mirror in front:
+    ``nanogpu/nano-gpu-agent:0.3.0`` + ``mirror.local:5000`` -> ``mirror.local:5000/nanogpu/nano-gpu-agent:0.3.0``.
+    """
+    if not isinstance(image, str) or not image.strip() or " " in image.strip():
+        raise AnsibleFilterError(f"image {image!r} is not an image reference such as 'nvcr.io/nvidia/x:v1'")
+    image = image.strip()
+    if not mirror:
+        return image
+    if not isinstance(mirror, str) or "://" in mirror:
+        raise AnsibleFilterError(f"registry mirror {mirror!r} must be a host[:port][/path] without a scheme")
+    first, _, rest = image.partition("/")
+    has_host = bool(rest) and ("." in first or ":" in first or first == "localhost")
+    return f"{mirror.rstrip('/')}/{rest if has_host else image}"
+
+
 class FilterModule:
     """GPU-sharing stack catalog filters."""
 
@@ -277,4 +296,5 @@ class FilterModule:
             "kgn_stack_catalog": kgn_stack_catalog,
             "kgn_stack_extenders": kgn_stack_extenders,
             "kgn_stack_problems": kgn_stack_problems,
+            "kgn_stack_image": kgn_stack_image,
         }

@@ -52,7 +52,7 @@ lint() {
   step "lint: ansible-lint (production profile)" ansible-lint --offline -q
   step "lint: ruff" ruff check .
   step "lint: ansible-doc lists every kgn_ filter documented" bash -c \
-    "ansible-doc -t filter -l 2>&1 | grep -E '^kgn_' > $logs/filters.txt; cat $logs/filters.txt; \
+    "ansible-doc -t filter -l 2>&1 | grep -E '(^|\.)kgn_' > $logs/filters.txt; cat $logs/filters.txt; \
      test -s $logs/filters.txt && ! grep -q UNDOCUMENTED $logs/filters.txt"
   step "lint: site.yml syntax (lab and example inventories)" bash -c \
     'for i in inventories/lab/hosts.yml inventories/example/hosts.yml inventories/examples/*/hosts.yml; do

@@ -33,4 +33,7 @@ build() {
   echo "lab: built $image"
 }
 
-for s in "${suites[@]}"; do build "$s"; done
+for s in "${suites[@]}"; do
+  build "$s"
+  mkdir -p "${KGN_LAB_CACHE:-/var/cache/kgn-lab}/apt/$s/partial"   # the per-suite apt cache node containers mount
+done

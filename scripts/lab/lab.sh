@@ -27,10 +27,14 @@ start_node() {
     return 0
   fi
   docker rm -f "$name" >/dev/null 2>&1 || true
+  # One apt archive cache per Debian suite: apt never waits for the archive lock, so nodes that
+  # install at the same time must not share one; same-suite nodes rarely do, and only they can
+  # reuse each other's packages.
+  mkdir -p "$cache/apt/$suite/partial"
   args=(--detach --name "$name" --hostname "$name" --label "$label"
         --cap-add SYS_ADMIN --cgroupns=host --tmpfs /run --tmpfs /tmp
         -v /sys/fs/cgroup:/sys/fs/cgroup:rw
-        -v "$cache/apt:/var/cache/apt/archives"
+        -v "$cache/apt/$suite:/var/cache/apt/archives"
         -v "$cache/nvidia-repo:/srv/kgn-nvidia-repo:ro")
   if [ "${extra%%:*}" = engine ]; then
     # A container engine inside the node needs these (reference/test-harness.md); its state lives
@@ -53,7 +57,7 @@ wait_booted() {
 }
 
 up() {
-  mkdir -p "$cache/apt/partial" "$cache/nvidia-repo"
+  mkdir -p "$cache/nvidia-repo"
   bash lab/standins/nvidia-repo/build.sh "$cache/nvidia-repo"
   for n in "${nodes[@]}"; do
     # shellcheck disable=SC2086
@@ -64,7 +68,7 @@ up() {
 }
 
 node() {  # node NAME SUITE [engine:/var/lib/ENGINE]
-  mkdir -p "$cache/apt/partial" "$cache/nvidia-repo"
+  mkdir -p "$cache/nvidia-repo"
   start_node "$@"
   wait_booted "$1"
 }

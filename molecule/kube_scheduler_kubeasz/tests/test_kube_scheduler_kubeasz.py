@@ -1,0 +1,63 @@
+"""kube_scheduler_extender on a kubeasz-style node (systemd unit): config, drop-in, healthy stand-in scheduler."""
+
+import yaml
+
+CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
+UNIT = "/etc/systemd/system/kube-scheduler.service"
+DROPIN = "/etc/systemd/system/kube-scheduler.service.d/90-kube-gpu-nodes-scheduler-config.conf"
+KUBEASZ_FLAGS = [  # the seed's ExecStart (version-facts A5, gpushare-on-kubeasz-1.23 seed)
+    "--authentication-kubeconfig=/etc/kubernetes/kube-scheduler.kubeconfig",
+    "--authorization-kubeconfig=/etc/kubernetes/kube-scheduler.kubeconfig",
+    "--bind-address=0.0.0.0",
+    "--kubeconfig=/etc/kubernetes/kube-scheduler.kubeconfig",
+    "--leader-elect=true",
+    "--v=2",
+]
+HEALTHZ = (
+    'python3 -c "import ssl,urllib.request;'
+    "print(urllib.request.urlopen('https://127.0.0.1:10259/healthz',"
+    'context=ssl._create_unverified_context(),timeout=5).read().decode())"'
+)
+
+
+def _running_args(host):
+    pid = host.check_output("systemctl show --property=MainPID --value kube-scheduler.service")
+    argv = host.file(f"/proc/{pid}/cmdline").content_string.rstrip("\0").split("\0")
+    return argv[argv.index("/opt/kube/bin/kube-scheduler") + 1 :]
+
+
+def test_config_is_the_v1beta3_document_for_the_detected_1_23(host):
+    config = host.file(CONFIG)
+    assert config.exists and config.user == "root" and config.mode == 0o644
+    doc = yaml.safe_load(config.content_string)
+    assert doc["apiVersion"] == "kubescheduler.config.k8s.io/v1beta3"  # 1.23: v1beta3 (version-facts A2b)
+    assert doc["clientConnection"]["kubeconfig"] == "/etc/kubernetes/kube-scheduler.kubeconfig"
+    [extender] = doc["extenders"]
+    assert extender["urlPrefix"].endswith(":32766/gpushare-scheduler")
+    assert extender["filterVerb"] == "filter" and extender["bindVerb"] == "bind"
+    assert extender["managedResources"] == [{"name": "aliyun.com/gpu-mem", "ignoredByScheduler": False}]
+
+
+def test_installer_unit_is_untouched_and_the_drop_in_rebuilds_execstart(host):
+    unit = host.file(UNIT).content_string
+    assert "--config" not in unit  # the installer's file stays as rendered
+    dropin = host.file(DROPIN)
+    assert dropin.exists and dropin.mode == 0o644
+    lines = dropin.content_string.splitlines()
+    assert lines.count("ExecStart=") == 1  # reset, then one command
+    assert host.file("/etc/kubernetes/kgn-backups").is_directory
+
+
+def test_running_scheduler_has_every_original_flag_and_the_config_flag_once(host):
+    args = _running_args(host)
+    assert [a for a in args if a.startswith("--config")] == [f"--config={CONFIG}"]
+    for flag in KUBEASZ_FLAGS:
+        assert args.count(flag) == 1, flag
+    assert len(args) == len(KUBEASZ_FLAGS) + 1
+
+
+def test_standin_scheduler_is_healthy_on_the_secure_port(host):
+    assert host.service("kube-scheduler.service").is_running
+    assert host.check_output(HEALTHZ) == "ok"
+    journal = host.check_output("journalctl -u kube-scheduler.service -o cat --no-pager")
+    assert f"using config {CONFIG} (kubescheduler.config.k8s.io/v1beta3), 1 extender(s)" in journal

@@ -1,0 +1,141 @@
+"""The reports of playbooks/verify.yml: healthy nodes, then each fault of issue 6 with its diagnosis.
+
+Node-side assertions check the state each report describes really is on the node (the faults
+happened), then the JSON reports on the controller are checked row by row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+DOCKER, CONTAINERD, CP = "verify_faults-gpu-docker", "verify_faults-gpu-containerd", "verify_faults-cp"
+
+
+def load(folder):
+    latest = REPORTS / folder / "latest"
+    assert latest.is_symlink(), f"{latest} must point at the newest report folder"
+    assert (latest / "report.md").is_file()
+    return json.loads((latest / "report.json").read_text())
+
+
+def rows(report):
+    return {row["host"]: row for row in report["rows"]}
+
+
+def check(report, host, check_id):
+    found = [c for c in rows(report)[host]["checks"] if c["id"] == check_id]
+    assert found, f"{host} has no check {check_id}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def healthy():
+    return load("reports")
+
+
+@pytest.fixture(scope="module")
+def faults():
+    return load("reports-faults")
+
+
+def test_healthy_report_lists_every_node_with_a_verdict(healthy):
+    assert {h: r["verdict"] for h, r in rows(healthy).items()} == {DOCKER: "degraded", CONTAINERD: "degraded", CP: "ok"}
+    for host in (DOCKER, CONTAINERD):
+        gpu = check(healthy, host, "gpu_present")
+        assert gpu["status"] == "warn"
+        assert gpu["summary"] == "no NVIDIA GPU present on this node"
+        assert check(healthy, host, "runtime_default")["status"] == "ok"
+        assert check(healthy, host, "node_labels")["status"] == "ok"
+    assert rows(healthy)[DOCKER]["runtime"].startswith("docker ") and rows(healthy)[DOCKER]["runtime"].endswith(
+        "(nvidia)"
+    )
+    assert rows(healthy)[CONTAINERD]["runtime"].startswith("containerd ")
+    assert rows(healthy)[CP]["scheduler"] == "v1beta3 (--config)"
+    assert check(healthy, CP, "scheduler_health")["status"] == "ok"
+    assert check(healthy, CP, "extender_reachable")["status"] == "ok"
+    assert check(healthy, CP, "stack_args")["status"] == "ok"
+
+
+def causes(report, host, check_id):
+    return [item["id"] for item in check(report, host, check_id)["diagnosis"]]
+
+
+def test_docker_default_runtime_back_to_runc(faults):
+    assert rows(faults)[DOCKER]["verdict"] == "failed"
+    assert check(faults, DOCKER, "runtime_default")["status"] == "failed"
+    assert causes(faults, DOCKER, "runtime_default") == ["docker_default_not_nvidia"]
+    assert "did you set the docker default runtime" in check(faults, DOCKER, "runtime_default")["diagnosis"][0]["cause"]
+
+
+def test_nvidia_runtime_removed_from_containerd_config(faults):
+    assert rows(faults)[CONTAINERD]["verdict"] == "failed"
+    assert check(faults, CONTAINERD, "runtime_registered")["status"] == "failed"
+    assert causes(faults, CONTAINERD, "runtime_registered") == ["containerd_config_rewritten"]
+
+
+def test_label_removed(faults):
+    labels = check(faults, DOCKER, "node_labels")
+    assert labels["status"] == "failed"
+    assert labels["evidence"]["missing"] == ["gpushare"]
+    assert causes(faults, DOCKER, "node_labels") == ["label_missing"]
+    assert check(faults, CONTAINERD, "node_labels")["status"] == "ok"
+
+
+def test_scheduler_config_flag_removed(faults):
+    assert rows(faults)[CP]["verdict"] == "failed"
+    assert causes(faults, CP, "scheduler_flag") == ["scheduler_flag_removed_systemd"]
+    assert check(faults, CP, "scheduler_health")["status"] == "ok"
+
+
+def test_the_faults_are_real_on_the_nodes(host):
+    name = host.backend.get_hostname()
+    if name == DOCKER:
+        assert host.check_output("docker info --format '{{.DefaultRuntime}}'") == "runc"
+    elif name == CONTAINERD:
+        assert "runtimes.nvidia]" not in host.check_output("containerd config dump")
+    else:
+        assert "--config" not in host.file("/etc/systemd/system/kube-scheduler.service").content_string
+        assert (
+            "gpushare" not in host.file("/var/lib/kgn-standin-api/nodes/verify_faults-gpu-docker.json").content_string
+        )
+
+
+def test_kgn_run_wrapper_keeps_runner_artifacts_and_report_in_check_mode():
+    """scripts/kgn-run through ansible-runner, in check mode, against this scenario's inventory."""
+    import subprocess
+
+    top = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+    out = REPORTS / "kgn-run"
+    done = subprocess.run(
+        [
+            str(top / "scripts" / "kgn-run"),
+            "verify",
+            "-i",
+            os.environ["MOLECULE_INVENTORY_FILE"],
+            "-o",
+            str(out),
+            "--",
+            "--check",
+        ],
+        cwd=top,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    artifacts = out / "runner" / "artifacts" / "verify"
+    assert (artifacts / "rc").read_text().strip() == "0"
+    assert (artifacts / "status").read_text().strip() == "successful"
+    assert "--check" in (artifacts / "command").read_text()
+    assert list((artifacts / "job_events").glob("*.json")), "no job events kept"
+    assert "PLAY RECAP" in (artifacts / "stdout").read_text()
+    assert (out / "summary.txt").read_text().split()[:3] == ["verify", "rc=0", "status=successful"]
+    report = json.loads((out / "reports" / "latest" / "report.json").read_text())
+    assert report["meta"]["check_mode"] in (True, "True", "true")
+    assert {row["host"] for row in report["rows"]} == {DOCKER, CONTAINERD, CP}

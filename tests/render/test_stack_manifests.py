@@ -1,0 +1,236 @@
+"""Every manifest of every GPU-sharing stack, rendered for each Kubernetes version, validated offline.
+
+One ansible-playbook run renders the gpu_sharing_stacks role (render entry point) for a generated
+inventory with one host per (Kubernetes version x stack configuration). Each rendered object is
+then checked against the OpenAPI schema of that Kubernetes version in strict mode (unknown fields
+rejected) with kubernetes-validate: the installed 1.37.x for 1.25+, the schema folders of
+kubernetes-validate 1.24.1 (downloaded from PyPI once, cached under .cache/) for 1.24 and older.
+A missing schema ("Couldn't find schema") is a failure, and apiVersions the version no longer
+serves are refused separately (old OpenAPI documents still describe some removed group versions).
+Custom resources (the elastic-gpu samples) are validated against the CRD this project renders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from referencing import Registry
+from referencing.jsonschema import DRAFT7
+
+TOP = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(TOP / "filter_plugins"))
+sys.path.insert(0, str(TOP / "module_utils"))
+from kgn_manifests import kgn_manifest_removed_apis  # noqa: E402
+
+NEWEST = kubernetes_validate.utils.latest_version()  # e.g. "1.37.0"
+VERSIONS = ["1.16.15", "1.20.15", "1.22.17", "1.24.17", "1.27.16", "1.30.4", NEWEST]
+OLD_VALIDATE = "1.24.1"
+CACHE = TOP / ".cache" / f"kubernetes-validate-{OLD_VALIDATE}"
+
+CONFIGS = {  # a cluster runs several stacks on different nodes; together these reach every template
+    "dp-egpu": {"gpu_sharing_stacks": ["nvidia_device_plugin", "elastic_gpu"],
+                "gpu_sharing_stacks_samples_enabled": True},
+    "dp-ts-gs": {"gpu_sharing_stacks": ["nvidia_device_plugin", "gpushare"],
+                 "gpu_sharing_stacks_device_plugin_sharing": "time-slicing",
+                 "gpu_sharing_stacks_namespace": "gpu-system",
+                 "gpu_sharing_stacks_registry_mirror": "mirror.local:5000", "gpu_sharing_stacks_samples_enabled": True},
+    "dp-mps-nano": {"gpu_sharing_stacks": ["nvidia_device_plugin", "nano_gpu"],
+                    "gpu_sharing_stacks_device_plugin_sharing": "mps", "gpu_sharing_stacks_device_plugin_replicas": 8,
+                    "gpu_sharing_stacks_samples_enabled": True},
+    "dp-v011-gs-mps": {"gpu_sharing_stacks": ["nvidia_device_plugin", "gpushare"],
+                       "gpu_sharing_stacks_device_plugin_release": "v0.11.0", "gpu_sharing_stacks_gpushare_mps": True},
+}
+HOSTS = {f"k{v.replace('.', '-')}-{c}": (v, c) for v in VERSIONS for c in CONFIGS}
+
+
+def _old_schemas() -> Path:
+    """Schema folders of kubernetes-validate 1.24.1 (covers 1.11-1.24), fetched from PyPI once."""
+    marker = CACHE / "schemas" / "v1.24.0-local-strict" / "_definitions.json"
+    if marker.exists():
+        return CACHE / "schemas"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:",
+                    f"kubernetes-validate=={OLD_VALIDATE}", "-d", str(CACHE)], check=True, timeout=600)
+    sdist = CACHE / f"kubernetes-validate-{OLD_VALIDATE}.tar.gz"
+    wanted = re.compile(r"/kubernetes-json-schema/(v1\.(1[6-9]|2[0-4])\.0-local-strict/[^/]+\.json)$")
+    with tarfile.open(sdist) as tar:
+        for member in tar.getmembers():
+            match = wanted.search(member.name)
+            if match and member.isfile():
+                dest = CACHE / "schemas" / match[1]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(tar.extractfile(member).read())
+    assert marker.exists(), f"kubernetes-validate {OLD_VALIDATE} sdist has no strict 1.24 schemas"
+    return CACHE / "schemas"
+
+
+def _validate_old(doc: dict, version: str) -> None:
+    """kubernetes-validate's own algorithm over the 1.24.1 schema folders (strict)."""
+    minor = int(version.split(".")[1])
+    folder = _old_schemas() / f"v1.{minor}.0-local-strict"
+    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", doc["apiVersion"])
+    path = folder / f"{doc['kind'].lower()}-{api}.json"
+    if not path.exists():
+        raise AssertionError(f"Couldn't find schema for kind {doc['kind']} with api version {doc['apiVersion']} "
+                             f"for kubernetes version 1.{minor}")
+    # The 1.24.1 schemas are draft-4 style with relative "_definitions.json#/definitions/..." refs, as
+    # kubernetes-validate 1.24 resolved them against the file's own URI.
+    base = folder.resolve().as_uri() + "/"
+    schema = json.loads(path.read_text())
+    definitions = json.loads((folder / "_definitions.json").read_text())
+    definitions.pop("$schema", None)
+    schema = {"$ref": base + schema["$ref"]}  # draft 7: $ref ignores siblings, so make it absolute
+    registry = Registry().with_resource(base + "_definitions.json", DRAFT7.create_resource(definitions))
+    jsonschema.Draft7Validator(schema, registry=registry).validate(doc)
+
+
+def _validate(doc: dict, version: str) -> None:
+    """Strict schema validation; any failure (including a missing schema) raises AssertionError."""
+    try:
+        if int(version.split(".")[1]) <= 24:
+            _validate_old(doc, version)
+        else:
+            kubernetes_validate.validate(doc, version, strict=True)
+    except (jsonschema.ValidationError, kubernetes_validate.utils.SchemaNotFoundError) as err:
+        raise AssertionError(getattr(err, "message", "") or str(err)) from err
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("stacks")
+    inventory = {"all": {"hosts": {host: {"kubernetes_version": v, **CONFIGS[c]} for host, (v, c) in HOSTS.items()}}}
+    (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = {**os.environ, "ANSIBLE_FORKS": "10", "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml"}
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(work / "inventory.yml"), "tests/render/render_stacks.yml",
+         "-e", f"render_dir={work / 'out'}"],
+        cwd=TOP, env=env, capture_output=True, text=True, timeout=1200, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return work / "out"
+
+
+def _documents(rendered: Path, host: str) -> list[tuple[Path, dict]]:
+    files = sorted((rendered / host).rglob("*.yml"))
+    assert files, f"nothing rendered for {host}"
+    return [(f, d) for f in files for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+def _crd_schemas(docs) -> dict:
+    return {(f"{d['spec']['group']}/{v['name']}", d["spec"]["names"]["kind"]): v["schema"]["openAPIV3Schema"]
+            for _, d in docs if d["kind"] == "CustomResourceDefinition" for v in d["spec"]["versions"]}
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_every_manifest_is_valid_for_its_kubernetes_version(rendered, host):
+    version, _ = HOSTS[host]
+    docs = _documents(rendered, host)
+    removed = set(kgn_manifest_removed_apis(version))
+    custom = _crd_schemas(_documents(rendered, f"k{version.replace('.', '-')}-dp-egpu"))
+    for path, doc in docs:
+        where = f"{path.relative_to(rendered)} {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+        assert f"{doc['apiVersion']}/{doc['kind']}" not in removed, f"{where}: {doc['apiVersion']} removed in {version}"
+        if (doc["apiVersion"], doc["kind"]) in custom:
+            jsonschema.Draft202012Validator(custom[(doc["apiVersion"], doc["kind"])]).validate(doc)
+            continue
+        try:
+            _validate(doc, version)
+        except AssertionError as err:
+            raise AssertionError(f"{where} is not valid for Kubernetes {version}: {err}") from err
+
+
+def test_strict_validation_rejects_a_misspelled_field():
+    bad = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "x"},
+           "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+               "metadata": {"labels": {"a": "b"}},
+               "spec": {"containers": [{"name": "c", "image": "i", "imagePullpolicy": "Always"}]}}}}
+    for version in ("1.16.15", NEWEST):
+        with pytest.raises(AssertionError, match="imagePullpolicy"):
+            _validate(bad, version)
+
+
+def test_unknown_kind_is_a_failure_not_a_warning():
+    with pytest.raises(AssertionError, match="Couldn't find schema"):
+        _validate({"apiVersion": "extensions/v1beta1", "kind": "DaemonSet", "metadata": {"name": "x"}}, NEWEST)
+    with pytest.raises(AssertionError, match="Couldn't find schema"):
+        _validate_old({"apiVersion": "example.com/v1", "kind": "Nope", "metadata": {"name": "x"}}, "1.20.0")
+
+
+def _by_kind(rendered, host, kind, name):
+    return next(d for _, d in _documents(rendered, host) if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def test_gpushare_device_plugin_uses_gib_and_mps_only_when_asked(rendered):
+    plain = _by_kind(rendered, "k1-24-17-dp-ts-gs", "DaemonSet", "gpushare-device-plugin-ds")
+    mps = _by_kind(rendered, "k1-24-17-dp-v011-gs-mps", "DaemonSet", "gpushare-device-plugin-ds")
+    plain_cmd = plain["spec"]["template"]["spec"]["containers"][0]["command"]
+    mps_cmd = mps["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--memory-unit=GiB" in plain_cmd and "--memory-unit=GiB" in mps_cmd
+    assert "--mps=true" not in plain_cmd and "--mps=true" in mps_cmd
+    assert plain["spec"]["template"]["spec"]["nodeSelector"] == {"gpushare": "true"}
+    assert plain["metadata"]["namespace"] == "gpu-system"
+    assert plain["spec"]["template"]["spec"]["containers"][0]["image"].startswith("mirror.local:5000/acs/")
+
+
+def test_gpushare_service_matches_the_scheduler_extender_url(rendered):
+    from kgn_stacks import kgn_stack_extenders
+
+    service = _by_kind(rendered, "k1-30-4-dp-v011-gs-mps", "Service", "gpushare-schd-extender")
+    node_port = service["spec"]["ports"][0]["nodePort"]
+    [ext] = kgn_stack_extenders(["gpushare"], {"gpushare": f"http://127.0.0.1:{node_port}"})
+    assert ext["url_prefix"] == "http://127.0.0.1:32766/gpushare-scheduler"
+    deployment = _by_kind(rendered, "k1-30-4-dp-v011-gs-mps", "Deployment", "gpushare-schd-extender")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PORT"] == str(service["spec"]["ports"][0]["targetPort"])
+
+
+@pytest.mark.parametrize(("version", "keys"), [
+    ("1.16.15", ["node-role.kubernetes.io/master"]),
+    ("1.24.17", ["node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane"]),
+    ("1.30.4", ["node-role.kubernetes.io/control-plane"]),
+])
+def test_extender_tolerates_the_control_plane_taints_of_the_version(rendered, version, keys):
+    deployment = _by_kind(rendered, f"k{version.replace('.', '-')}-dp-mps-nano", "Deployment", "nano-gpu-scheduler")
+    tolerated = [t["key"] for t in deployment["spec"]["template"]["spec"]["tolerations"]]
+    assert [k for k in tolerated if k.startswith("node-role")] == keys
+
+
+def test_no_critical_pod_annotation_and_priority_class_everywhere(rendered):
+    for host in HOSTS:
+        for _, doc in _documents(rendered, host):
+            if doc["kind"] in ("DaemonSet", "Deployment") and doc["metadata"]["namespace"] != "default":
+                pod = doc["spec"]["template"]
+                assert "scheduler.alpha.kubernetes.io/critical-pod" not in pod["metadata"].get("annotations", {})
+                assert pod["spec"]["priorityClassName"].startswith("system-")
+
+
+def test_device_plugin_variants(rendered):
+    legacy = _by_kind(rendered, "k1-30-4-dp-v011-gs-mps", "DaemonSet", "nvidia-device-plugin-daemonset")
+    assert legacy["spec"]["template"]["spec"]["containers"][0]["args"] == ["--fail-on-init-error=false"]
+    assert legacy["spec"]["template"]["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.11.0"
+    config = _by_kind(rendered, "k1-30-4-dp-mps-nano", "ConfigMap", "nvidia-device-plugin-config")
+    sharing = yaml.safe_load(config["data"]["config.yaml"])["sharing"]
+    assert sharing == {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 8}]}}
+    names = {d["metadata"]["name"] for _, d in _documents(rendered, "k1-30-4-dp-mps-nano")}
+    assert "nvidia-device-plugin-mps-control-daemon" in names
+    ts = _by_kind(rendered, "k1-30-4-dp-ts-gs", "ConfigMap", "nvidia-device-plugin-config")
+    assert "timeSlicing" in yaml.safe_load(ts["data"]["config.yaml"])["sharing"]
+
+
+def test_elastic_gpu_has_four_crds_and_the_seed_agent_placement(rendered):
+    docs = _documents(rendered, "k1-22-17-dp-egpu")
+    assert sorted(d["metadata"]["name"] for _, d in docs if d["kind"] == "CustomResourceDefinition") == [
+        "elasticgpuclaims.elasticgpu.io", "elasticgpuclasses.elasticgpu.io", "elasticgpus.elasticgpu.io",
+        "gpus.elasticgpu.io"]
+    agent = _by_kind(rendered, "k1-22-17-dp-egpu", "DaemonSet", "elastic-gpu-agent")["spec"]["template"]["spec"]
+    assert agent["nodeSelector"] == {"gpu-node": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in agent["tolerations"]

@@ -1,0 +1,205 @@
+"""Rendered kube-scheduler configs against strict per-apiVersion JSON Schemas (tests/schemas/kube-scheduler/).
+
+For every Kubernetes minor 1.16-1.35 the config with one gpushare extender (the seeds' values) is rendered by
+kgn_scheduler_config, serialized the way the role writes it (JSON for a Policy, YAML otherwise), parsed back and
+validated. The schemas set additionalProperties false everywhere, so unknown and mis-cased keys fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = ROOT / "tests" / "schemas" / "kube-scheduler"
+SEED_FILES = SCHEMAS / "seeds"
+SHARED_SEEDS = ROOT.parent / "shared" / "seeds"
+G = "kubescheduler.config.k8s.io"
+
+_spec = importlib.util.spec_from_file_location("kgn_scheduler", ROOT / "filter_plugins" / "kgn_scheduler.py")
+kgn_scheduler = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kgn_scheduler)
+
+# which schema file must validate the document of each minor (version-facts A2b, issue 3 item 2)
+SCHEMA_FOR_MINOR = {
+    **{m: "policy-v1.json" for m in range(16, 19)},
+    **{m: "v1beta1.json" for m in range(19, 22)},
+    22: "v1beta2.json",
+    23: "v1beta3.json",
+    24: "v1beta3.json",
+    **{m: "v1.json" for m in range(25, 36)},
+}
+GPUSHARE = {
+    "url_prefix": "http://192.168.233.101:32766/gpushare-scheduler",
+    "filter_verb": "filter",
+    "bind_verb": "bind",
+    "enable_https": False,
+    "node_cache_capable": True,
+    "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
+    "ignorable": False,
+}
+
+
+@functools.cache
+def validator(name: str) -> jsonschema.Draft202012Validator:
+    schema = json.loads((SCHEMAS / name).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_for(doc: dict) -> str:
+    """Pick the schema from the document itself, so a wrong apiVersion cannot pass under another schema."""
+    if doc.get("kind") == "Policy":
+        return "policy-v1.json"
+    return doc["apiVersion"].split("/", 1)[1] + ".json"
+
+
+def errors(name: str, doc: dict) -> list[str]:
+    return [e.message for e in validator(name).iter_errors(doc)]
+
+
+def render(minor: int, **extra) -> dict:
+    return kgn_scheduler.kgn_scheduler_config(f"1.{minor}.0", [{**GPUSHARE, **extra}], "/etc/kubernetes/scheduler.conf")
+
+
+@pytest.mark.parametrize("minor", sorted(SCHEMA_FOR_MINOR))
+def test_rendered_config_with_gpushare_is_accepted_by_its_strict_schema(minor):
+    doc = render(minor, http_timeout=30)
+    text = json.dumps(doc, indent=2) if doc["kind"] == "Policy" else yaml.safe_dump(doc, sort_keys=True)
+    parsed = json.loads(text) if doc["kind"] == "Policy" else yaml.safe_load(text)
+    assert schema_for(parsed) == SCHEMA_FOR_MINOR[minor]
+    assert errors(SCHEMA_FOR_MINOR[minor], parsed) == []
+
+
+@pytest.mark.parametrize("minor", sorted(SCHEMA_FOR_MINOR))
+def test_rendered_config_fails_under_the_other_extender_spelling(minor):
+    """A Policy document under a KubeSchedulerConfiguration schema (and back) must not validate."""
+    doc = render(minor)
+    other = "v1.json" if doc["kind"] == "Policy" else "policy-v1.json"
+    assert errors(other, doc) != []
+
+
+@pytest.mark.parametrize("schema", ["v1beta1.json", "v1beta2.json", "v1beta3.json", "v1.json"])
+def test_config_schemas_reject_the_policy_spelling_enable_https(schema):
+    doc = render(30)
+    doc["apiVersion"] = f"{G}/{schema.removesuffix('.json')}"
+    assert errors(schema, doc) == []
+    extender = doc["extenders"][0]
+    extender["enableHttps"] = extender.pop("enableHTTPS")
+    assert any("'enableHttps' was unexpected" in e for e in errors(schema, doc))
+
+
+def test_policy_schema_rejects_the_config_spelling_and_duration_strings():
+    doc = render(17)
+    doc["extenders"][0]["enableHTTPS"] = doc["extenders"][0].pop("enableHttps")
+    assert any("'enableHTTPS' was unexpected" in e for e in errors("policy-v1.json", doc))
+    doc = render(17)
+    doc["extenders"][0]["httpTimeout"] = "30s"
+    assert errors("policy-v1.json", doc) != []
+
+
+@pytest.mark.parametrize("schema", ["v1beta1.json", "v1beta2.json", "v1beta3.json", "v1.json"])
+def test_config_schemas_reject_integer_timeouts(schema):
+    doc = render(30)
+    doc["apiVersion"] = f"{G}/{schema.removesuffix('.json')}"
+    doc["extenders"][0]["httpTimeout"] = 30_000_000_000
+    assert errors(schema, doc) != []
+
+
+@pytest.mark.parametrize("schema", ["policy-v1.json", "v1beta1.json", "v1beta2.json", "v1beta3.json", "v1.json"])
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [("top", "extraField"), ("top", "Extenders"), ("extender", "urlprefix"), ("extender", "filterverb"),
+     ("extender", "unknownKey"), ("resource", "IgnoredByScheduler")],
+)
+def test_schemas_reject_unknown_and_miscased_keys(schema, where, key):
+    doc = render(17 if schema.startswith("policy") else 30)
+    if not schema.startswith("policy"):
+        doc["apiVersion"] = f"{G}/{schema.removesuffix('.json')}"
+    target = {"top": doc, "extender": doc["extenders"][0],
+              "resource": doc["extenders"][0]["managedResources"][0]}[where]
+    target[key] = True
+    assert any(f"'{key}' was unexpected" in e for e in errors(schema, doc))
+
+
+@pytest.mark.parametrize(
+    ("schema", "field", "value", "accepted"),
+    [
+        ("v1beta1.json", "parallelism", 16, False),  # added in v1beta2 (A4)
+        ("v1beta2.json", "parallelism", 16, True),
+        ("v1beta2.json", "healthzBindAddress", "", True),  # present up to v1beta2 (A4)
+        ("v1beta3.json", "healthzBindAddress", "", False),
+        ("v1.json", "metricsBindAddress", "", False),
+        ("v1beta1.json", "disablePreemption", True, False),  # removed in v1beta1 (A4)
+        ("v1beta1.json", "schedulerName", "x", False),  # moved into profiles (A4)
+    ],
+)
+def test_schemas_encode_the_top_level_field_differences(schema, field, value, accepted):
+    doc = render(30)
+    doc["apiVersion"] = f"{G}/{schema.removesuffix('.json')}"
+    doc[field] = value
+    assert (errors(schema, doc) == []) is accepted
+
+
+@pytest.mark.parametrize(("schema", "accepted"), [("v1beta2.json", False), ("v1beta3.json", True), ("v1.json", True)])
+def test_multipoint_exists_from_v1beta3(schema, accepted):
+    doc = render(30)
+    doc["apiVersion"] = f"{G}/{schema.removesuffix('.json')}"
+    doc["profiles"] = [{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {"enabled": [{"name": "X"}]}}}]
+    assert (errors(schema, doc) == []) is accepted
+
+
+@pytest.mark.parametrize("schema", ["v1beta1.json", "v1beta3.json", "v1.json"])
+def test_config_schemas_require_client_connection_kubeconfig(schema):
+    doc = render(30)
+    doc["apiVersion"] = f"{G}/{schema.removesuffix('.json')}"
+    del doc["clientConnection"]["kubeconfig"]
+    assert any("'kubeconfig' is a required property" in e for e in errors(schema, doc))
+
+
+@pytest.mark.parametrize("name", ["gpu-mem", "kubernetes.io gpu", "/gpu-mem"])
+def test_schemas_reject_managed_resources_without_a_domain(name):
+    for minor in (17, 30):
+        doc = render(minor)
+        doc["extenders"][0]["managedResources"][0]["name"] = name
+        assert errors(schema_for(doc), doc) != []
+
+
+# --- the seeds' own files, verbatim -------------------------------------------------------------------------
+def test_schemas_accept_the_kubeasz_seed_file_verbatim():
+    doc = yaml.safe_load((SEED_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text())
+    assert errors("v1beta2.json", doc) == []
+
+
+def test_schemas_accept_the_policy_seed_file_verbatim():
+    doc = json.loads((SEED_FILES / "design-policy-scheduler-policy-config.json").read_text())
+    assert errors("policy-v1.json", doc) == []
+
+
+def test_seed_converted_by_the_filter_stays_valid():
+    kubeasz = yaml.safe_load((SEED_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text())
+    policy = json.loads((SEED_FILES / "design-policy-scheduler-policy-config.json").read_text())
+    doc = kgn_scheduler.kgn_scheduler_config("1.23.1", [GPUSHARE], None, copy.deepcopy(kubeasz))
+    assert errors("v1beta3.json", doc) == []
+    for minor in (19, 22, 25, 35):
+        doc = kgn_scheduler.kgn_scheduler_config(f"1.{minor}", [], "/etc/kubernetes/scheduler.conf",
+                                                 copy.deepcopy(policy))
+        assert errors(SCHEMA_FOR_MINOR[minor], doc) == []
+
+
+@pytest.mark.skipif(not SHARED_SEEDS.is_dir(), reason="the shared seed notes are not next to this checkout")
+def test_seed_fixture_copies_are_verbatim():
+    kubeasz = (SHARED_SEEDS / "gpushare-on-kubeasz-1.23.md").read_text()
+    assert (SEED_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text() in kubeasz
+    design = (SHARED_SEEDS / "gpu-sharing-design-policy-json-mps.md").read_text()
+    policy_text = (SEED_FILES / "design-policy-scheduler-policy-config.json").read_text()
+    assert policy_text in design
+    assert re.search(r'"kind": "Policy"', policy_text)
