@@ -98,7 +98,7 @@ status() {
     docker inspect "$name" >/dev/null 2>&1 || continue
     printf '%s: systemd %s; kube-scheduler %s; docker %s; containerd %s\n' "$name" \
       "$(docker exec "$name" systemctl is-system-running 2>/dev/null || true)" \
-      "$(docker exec "$name" sh -c 'pgrep -fa kube-scheduler >/dev/null && echo running || echo -' 2>/dev/null)" \
+      "$(docker exec "$name" pgrep -f 'bin/kube-scheduler ' >/dev/null 2>&1 && echo running || echo -)" \
       "$(docker exec "$name" systemctl is-active docker 2>/dev/null || true)" \
       "$(docker exec "$name" systemctl is-active containerd 2>/dev/null || true)"
   done

@@ -234,3 +234,34 @@ def test_elastic_gpu_has_four_crds_and_the_seed_agent_placement(rendered):
     agent = _by_kind(rendered, "k1-22-17-dp-egpu", "DaemonSet", "elastic-gpu-agent")["spec"]["template"]["spec"]
     assert agent["nodeSelector"] == {"gpu-node": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in agent["tolerations"]
+
+
+BAD = {
+    "two-binders": ({"kubernetes_version": "1.23.1", "gpu_sharing_stacks": ["gpushare", "nano_gpu"]},
+                    "stacks gpushare and nano_gpu both bind pods"),
+    "too-old": ({"kubernetes_version": "1.15.0", "gpu_sharing_stacks": ["gpushare"]}, "is older than 1.16"),
+    "mps-old-plugin": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["nvidia_device_plugin"],
+                        "gpu_sharing_stacks_device_plugin_release": "v0.11.0",
+                        "gpu_sharing_stacks_device_plugin_sharing": "mps"},
+                       "NVIDIA device plugin v0.11.0 does not support mps sharing"),
+    "sharing-without-plugin": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["gpushare"],
+                                "gpu_sharing_stacks_device_plugin_sharing": "time-slicing"},
+                               "but nvidia_device_plugin is not in gpu_sharing_stacks"),
+    "unknown-stack": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["hami"]}, "unknown stack(s) 'hami'"),
+}
+
+
+def test_bad_input_fails_before_anything_is_written(tmp_path):
+    inventory = {"all": {"hosts": {host: hostvars for host, (hostvars, _) in BAD.items()}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), "tests/render/render_stacks.yml",
+         "-e", f"render_dir={tmp_path / 'out'}"],
+        cwd=TOP, env={**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"},
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode != 0
+    failures = {host: res.get("msg", "") for play in json.loads(result.stdout)["plays"] for task in play["tasks"]
+                for host, res in task["hosts"].items() if res.get("failed")}
+    for host, (_, message) in BAD.items():
+        assert message in " ".join(str(failures.get(host, "did not fail")).split()), (host, failures.get(host))
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.yml"))

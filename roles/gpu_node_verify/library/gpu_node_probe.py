@@ -221,7 +221,7 @@ def _docker(module, timeout):
     return result
 
 
-_RUNTIME_HEADER = re.compile(r"""^\s*\[plugins\.["']?([\w.]+)["']?\.containerd\.runtimes\.["']?([\w.-]+)["']?\]\s*$""",
+_RUNTIME_HEADER = re.compile(r"""^\s*\[plugins\.["']?([\w.]+)["']?\.containerd\.runtimes\.["']?([\w-]+)["']?\]\s*$""",
                              re.M)
 _DEFAULT_NAME = re.compile(r"""^\s*default_runtime_name\s*=\s*["']([^"']*)["']""", re.M)
 
@@ -353,7 +353,8 @@ def _scheduler_persisted(module, timeout):
         for dropin in sorted(glob.glob(fragment + ".d/*.conf") +
                              glob.glob("/etc/systemd/system/kube-scheduler.service.d/*.conf")):
             unit += "\n" + (_read(dropin) or "")
-        exec_lines = re.findall(r"^ExecStart=(.*(?:\\\n.*)*)", unit, re.M)
+        # ExecStart with its backslash-continued lines
+        exec_lines = re.findall(r"^ExecStart=((?:[^\n]*\\\n)*[^\n]*)", unit, re.M)
         command = exec_lines[-1].replace("\\\n", " ") if exec_lines else ""
         try:
             argv = shlex.split(command)

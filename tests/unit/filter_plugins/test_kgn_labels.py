@@ -71,6 +71,7 @@ def test_a100_mig_node_with_time_sliced_device_plugin_exact_labels():
         "nvidia.com/cuda.runtime-version.full": "12.2",
         "accelerator": "nvidia-a100-sxm4-80gb",
         "kube-gpu-nodes.io/gpu.volta-mps": "true",
+        "nvidia.com/gpu.deploy.device-plugin": "true",
         "nvidia.com/gpu.sharing-strategy": "time-slicing",
         "nvidia.com/mps.capable": "false",
     }

@@ -1,0 +1,197 @@
+"""The nvidia_driver render entry point for every platform path, including the ones that cannot run here.
+
+Ubuntu and RHEL cannot be run in this lab (no mirror reachable): their repository files and package
+names are checked here, rendered from inventory data only, as `playbooks/render.yml` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HOSTS = {
+    "deb12": {"nvidia_driver_render_platform": "Debian-12", "nvidia_driver_branch": "535"},
+    "deb13_open": {
+        "nvidia_driver_render_platform": "Debian-13",
+        "nvidia_driver_branch": "550",
+        "nvidia_driver_kernel_module": "open",
+        "nvidia_driver_version": "550.163.01",
+    },
+    "deb12_cuda": {
+        "nvidia_driver_render_platform": "Debian-12",
+        "nvidia_driver_source": "cuda_repo",
+        "nvidia_driver_branch": "570",
+        "nvidia_driver_cuda_repo_base_url": "http://mirror.local/cuda/repos/",
+    },
+    "ubu24": {"nvidia_driver_render_platform": "Ubuntu-24", "nvidia_driver_branch": "550"},
+    "ubu24_open": {
+        "nvidia_driver_render_platform": "Ubuntu-24",
+        "nvidia_driver_branch": "570",
+        "nvidia_driver_kernel_module": "open",
+    },
+    "ubu22_cuda": {
+        "nvidia_driver_render_platform": "Ubuntu-22",
+        "nvidia_driver_source": "cuda_repo",
+        "nvidia_driver_branch": "535",
+    },
+    "rhel9": {
+        "nvidia_driver_render_platform": "RedHat-9",
+        "nvidia_driver_source": "cuda_repo",
+        "nvidia_driver_branch": "550",
+    },
+    "rhel8_arm_open": {
+        "nvidia_driver_render_platform": "RedHat-8",
+        "nvidia_driver_source": "cuda_repo",
+        "nvidia_driver_branch": "570",
+        "nvidia_driver_kernel_module": "open",
+        "nvidia_driver_render_architecture": "aarch64",
+    },
+    "runfile": {
+        "nvidia_driver_render_platform": "Debian-12",
+        "nvidia_driver_source": "runfile",
+        "nvidia_driver_runfile_url": "http://mirror.local/cuda_10.2.89_440.33.01_linux.run",
+    },
+}
+PLAYBOOK = """
+- name: Render nvidia_driver for every platform
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Render the role
+      ansible.builtin.include_role:
+        name: nvidia_driver
+        tasks_from: render
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("render")
+    inventory = {"all": {"vars": {"ansible_connection": "local", "render_dir": str(tmp / "out")}, "hosts": HOSTS}}
+    (tmp / "hosts.yml").write_text(json.dumps(inventory))
+    (tmp / "play.yml").write_text(PLAYBOOK)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
+        ANSIBLE_FILTER_PLUGINS=str(ROOT / "filter_plugins"),
+        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+    )
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(tmp / "hosts.yml"), str(tmp / "play.yml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return tmp / "out"
+
+
+def _read(rendered: Path, host: str, path: str) -> str:
+    return (rendered / host / path.lstrip("/")).read_text()
+
+
+def _plan(rendered: Path, host: str) -> dict:
+    return yaml.safe_load(_read(rendered, host, "/_plan/nvidia_driver.yml"))
+
+
+def _stanzas(text: str) -> list[dict]:
+    out = []
+    for block in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith("#"))
+        if fields:
+            out.append(fields)
+    return out
+
+
+def test_debian12_distro_adds_non_free_for_every_suite(rendered):
+    stanzas = _stanzas(_read(rendered, "deb12", "/etc/apt/sources.list.d/kgn-nvidia-driver.sources"))
+    assert [s["Suites"] for s in stanzas] == ["bookworm", "bookworm-updates", "bookworm-security"]
+    assert {s["Components"] for s in stanzas} == {"contrib non-free non-free-firmware"}
+    assert stanzas[2]["URIs"] == "http://deb.debian.org/debian-security"
+    assert {s["Signed-By"] for s in stanzas} == {"/usr/share/keyrings/debian-archive-keyring.gpg"}
+    assert _plan(rendered, "deb12")["packages"] == [
+        "nvidia-driver",
+        "nvidia-kernel-dkms",
+        "nvidia-smi",
+        "nvidia-persistenced",
+    ]
+    assert "Pin: version 535.*" in _read(rendered, "deb12", "/etc/apt/preferences.d/kgn-nvidia-driver.pref")
+
+
+def test_debian13_open_modules_and_exact_version_pin(rendered):
+    assert "nvidia-open-kernel-dkms" in _plan(rendered, "deb13_open")["packages"]
+    assert "Pin: version 550.163.01*" in _read(rendered, "deb13_open", "/etc/apt/preferences.d/kgn-nvidia-driver.pref")
+
+
+def test_debian_cuda_repo_uses_the_mirror_and_signed_by(rendered):
+    (stanza,) = _stanzas(_read(rendered, "deb12_cuda", "/etc/apt/sources.list.d/kgn-cuda.sources"))
+    assert stanza["URIs"] == "http://mirror.local/cuda/repos/debian12/x86_64/"
+    assert stanza["Signed-By"] == "/usr/share/keyrings/kgn-cuda-archive-keyring.asc"
+    plan = _plan(rendered, "deb12_cuda")
+    assert plan["packages"] == ["cuda-drivers-570"]
+    assert plan["cuda_repo_key_url"] == "http://mirror.local/cuda/repos/debian12/x86_64/3bf863cc.pub"
+    assert not (rendered / "deb12_cuda/etc/apt/sources.list.d/kgn-nvidia-driver.sources").exists()
+
+
+def test_ubuntu_distro_uses_restricted_and_server_packages(rendered):
+    stanzas = _stanzas(_read(rendered, "ubu24", "/etc/apt/sources.list.d/kgn-nvidia-driver.sources"))
+    assert [(s["Suites"], s["URIs"]) for s in stanzas] == [
+        ("noble", "http://archive.ubuntu.com/ubuntu"),
+        ("noble-updates", "http://archive.ubuntu.com/ubuntu"),
+        ("noble-security", "http://security.ubuntu.com/ubuntu"),
+    ]
+    assert {s["Components"] for s in stanzas} == {"restricted"}
+    assert {s["Signed-By"] for s in stanzas} == {"/usr/share/keyrings/ubuntu-archive-keyring.gpg"}
+    assert _plan(rendered, "ubu24")["packages"] == [
+        "nvidia-headless-550-server",
+        "nvidia-utils-550-server",
+        "nvidia-compute-utils-550-server",
+    ]
+    assert _plan(rendered, "ubu24")["version_package"] == "nvidia-utils-550-server"
+    assert _plan(rendered, "ubu24_open")["packages"][0] == "nvidia-headless-570-server-open"
+
+
+def test_ubuntu_cuda_repo(rendered):
+    (stanza,) = _stanzas(_read(rendered, "ubu22_cuda", "/etc/apt/sources.list.d/kgn-cuda.sources"))
+    assert stanza["URIs"] == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
+    assert _plan(rendered, "ubu22_cuda")["packages"] == ["cuda-drivers-535"]
+
+
+def test_rhel9_repo_file_module_stream_and_versionlock(rendered):
+    repo = _read(rendered, "rhel9", "/etc/yum.repos.d/kgn-cuda.repo")
+    assert "baseurl=https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64\n" in repo
+    assert "gpgkey=https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/D42D0685.pub" in repo
+    assert "gpgcheck=1" in repo
+    plan = _plan(rendered, "rhel9")
+    assert plan["dnf_module"] == "@nvidia-driver:550-dkms/default"
+    assert "kmod-nvidia-*" in plan["versionlock_patterns"]
+    assert not (rendered / "rhel9/etc/apt").exists()
+
+
+def test_rhel8_aarch64_open_uses_sbsa_and_the_open_stream(rendered):
+    assert "/rhel8/sbsa" in _read(rendered, "rhel8_arm_open", "/etc/yum.repos.d/kgn-cuda.repo")
+    plan = _plan(rendered, "rhel8_arm_open")
+    assert plan["dnf_module"] == "@nvidia-driver:570-open/default"
+    assert plan["packages"][0] == "nvidia-open"
+
+
+def test_runfile_writes_no_repository(rendered):
+    assert _plan(rendered, "runfile")["packages"] == []
+    assert "blacklist nouveau" in _read(rendered, "runfile", "/etc/modprobe.d/kgn-blacklist-nouveau.conf")
+    assert not (rendered / "runfile/etc/apt/sources.list.d/kgn-nvidia-driver.sources").exists()
+
+
+def test_the_role_never_uses_apt_key():
+    role = ROOT / "roles" / "nvidia_driver"
+    offenders = [p for p in role.rglob("*.y*ml") if "apt_key" in p.read_text() or "apt-key add" in p.read_text()]
+    assert offenders == []
