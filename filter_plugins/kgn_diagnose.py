@@ -220,6 +220,9 @@ def _api_checks(api, expected, gpu_present, runtime_failed):
     checks = [_check("node_registered", "ok", f"node {name} registered", node_name=name)]
     labels = node.get("labels") or {}
     want = expected.get("labels") or {}
+    if not gpu_present and expected.get("labels_without_gpu") is not None:
+        # gpu_node_labels labels a GPU-less node only nvidia.com/gpu.present=false (require_gpu)
+        want = expected["labels_without_gpu"]
     missing = sorted(k for k, v in want.items() if k not in labels)
     wrong = sorted(k for k, v in want.items() if k in labels and str(labels[k]) != str(v))
     evidence = {"missing": missing, "wrong": {k: labels[k] for k in wrong}, "expected": dict(want),
@@ -281,7 +284,8 @@ def _scheduler_checks(sched, expected):
     evidence = {"flag": f"--{flag}={path}", "running": bool(process.get("running")),
                 "process_value": in_process, "persisted_value": in_persisted,
                 "process_ok": in_process == path, "persisted_ok": in_persisted == path,
-                "style": persisted.get("style") or "unknown", "persisted_path": persisted.get("path") or ""}
+                "style": persisted.get("style") or "unknown", "persisted_path": persisted.get("path") or "",
+                "config_exists": bool(config.get("exists"))}
     where = evidence["persisted_path"] or "the unit/manifest"
     if not process.get("running"):
         checks.append(_check("scheduler_flag", "failed", "kube-scheduler is not running", **evidence))

@@ -181,9 +181,9 @@ def kgn_report_markdown(report):
             lines += ["", _cell(problem["summary"]), ""]
             for item in problem["diagnosis"]:
                 lines.append(f"- **Cause:** {item['cause']}")
-                lines.append(f"  **Fix:** {item['fix']}")
+                lines.append(f"  - **Fix:** {item['fix']}")
                 if item.get("source"):
-                    lines.append(f"  *Source: {item['source']}*")
+                    lines.append(f"  - *Source: {item['source']}*")
             lines.append("")
     lines += ["## Checks", ""]
     for row in report["rows"]:

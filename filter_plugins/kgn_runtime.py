@@ -290,12 +290,20 @@ def _file_config_version(config: dict, containerd_version: tuple[int, int, int])
     return version
 
 
-def _nvidia_entry(cri: dict, binary: str) -> dict:
-    """The nvidia runtime: runc's entry (options incl. SystemdCgroup) with BinaryName [NCT] config.go."""
-    runtimes = _dig(cri, ["containerd", "runtimes"])
+def _base_runtime(cri: dict, builtin_cri: dict) -> tuple[str, dict | None, bool]:
+    """The runtime nvidia is modelled on: the default one (normally runc), from the file or else from
+    containerd's built-in config. Returns (name, entry, found_only_in_builtin)."""
     default = _dig(cri, ["containerd"]).get("default_runtime_name", "runc")
-    source = runtimes.get(default) if default != NVIDIA_RUNTIME else None
-    source = source if isinstance(source, dict) else runtimes.get("runc")
+    name = default if default != NVIDIA_RUNTIME else "runc"
+    entry = _dig(cri, ["containerd", "runtimes"]).get(name)
+    if isinstance(entry, dict):
+        return name, entry, False
+    entry = _dig(builtin_cri, ["containerd", "runtimes"]).get(name)
+    return name, (entry if isinstance(entry, dict) else None), isinstance(entry, dict)
+
+
+def _nvidia_entry(source: dict | None, binary: str) -> dict:
+    """The nvidia runtime: runc's entry (options incl. SystemdCgroup) with BinaryName [NCT] config.go."""
     entry = copy.deepcopy(source) if isinstance(source, dict) else {}
     entry["runtime_type"] = RUNC_V2
     options = entry.get("options") if isinstance(entry.get("options"), dict) else {}
@@ -310,12 +318,16 @@ def kgn_containerd_nvidia(
     runtime_path: str = DEFAULT_BINARY,
     dropin_path: str = "",
     set_default: bool = True,
+    builtin: object = None,
 ) -> dict:
     """containerd config with the nvidia runtime (default) for config version 2 or 3.
 
     Returns ``{config, dropin, dropin_path, cri_plugin, config_version}``: ``config`` is the whole
     config.toml (unchanged but for ``imports`` when a drop-in is used), ``dropin`` the drop-in
     document or None. A config that disables the CRI plugin is refused: kubelet could not use it.
+    ``builtin``: the parsed ``containerd config default``. A file without a runc entry (Debian's) relies
+    on containerd's built-in runc; writing ``runtimes.nvidia`` alone would replace that built-in table
+    and drop runc (seen on containerd 1.6), so the built-in runc entry is written too.
     """
     version = _version(containerd_version, "containerd_version")
     layout = kgn_containerd_layout(containerd_version)
@@ -334,11 +346,17 @@ def kgn_containerd_nvidia(
     merged = copy.deepcopy(config)
     merged["version"] = config_version
     cri = _dig(merged, ["plugins", plugin], create=True)
-    nvidia = _nvidia_entry(cri, str(runtime_path))
+    live = _mapping(builtin, "kgn_containerd_nvidia: the built-in config (containerd config default)")
+    live_cri = _dig(live, ["plugins", plugin]) if live.get("version", config_version) == config_version else {}
+    base_name, base_entry, base_is_builtin = _base_runtime(cri, live_cri)
+    nvidia = _nvidia_entry(base_entry, str(runtime_path))
+    added = {NVIDIA_RUNTIME: nvidia}
+    if base_is_builtin:
+        added[base_name] = copy.deepcopy(base_entry)
 
     use_dropin = bool(dropin_path) and layout["imports_supported"]
     if not use_dropin:
-        _dig(cri, ["containerd", "runtimes"], create=True)[NVIDIA_RUNTIME] = nvidia
+        _dig(cri, ["containerd", "runtimes"], create=True).update(added)
         if set_default:
             _dig(cri, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
         return {
@@ -351,7 +369,7 @@ def kgn_containerd_nvidia(
 
     # Drop-in: containerd 1.x replaces the whole plugin table on import, so carry all of it (containerd#5837).
     base = copy.deepcopy(cri) if config_version == 2 else {}
-    _dig(base, ["containerd", "runtimes"], create=True)[NVIDIA_RUNTIME] = nvidia
+    _dig(base, ["containerd", "runtimes"], create=True).update(added)
     if set_default:
         _dig(base, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
     dropin = {"version": config_version, "plugins": {plugin: base}}

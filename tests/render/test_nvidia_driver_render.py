@@ -123,6 +123,8 @@ def test_debian12_distro_adds_non_free_for_every_suite(rendered):
         "nvidia-driver",
         "nvidia-kernel-dkms",
         "nvidia-smi",
+        "libcuda1",
+        "libnvidia-ptxjitcompiler1",
         "nvidia-persistenced",
     ]
     assert "Pin: version 535.*" in _read(rendered, "deb12", "/etc/apt/preferences.d/kgn-nvidia-driver.pref")

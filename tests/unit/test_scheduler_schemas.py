@@ -117,15 +117,22 @@ def test_config_schemas_reject_integer_timeouts(schema):
 @pytest.mark.parametrize("schema", ["policy-v1.json", "v1beta1.json", "v1beta2.json", "v1beta3.json", "v1.json"])
 @pytest.mark.parametrize(
     ("where", "key"),
-    [("top", "extraField"), ("top", "Extenders"), ("extender", "urlprefix"), ("extender", "filterverb"),
-     ("extender", "unknownKey"), ("resource", "IgnoredByScheduler")],
+    [
+        ("top", "extraField"),
+        ("top", "Extenders"),
+        ("extender", "urlprefix"),
+        ("extender", "filterverb"),
+        ("extender", "unknownKey"),
+        ("resource", "IgnoredByScheduler"),
+    ],
 )
 def test_schemas_reject_unknown_and_miscased_keys(schema, where, key):
     doc = render(17 if schema.startswith("policy") else 30)
     if not schema.startswith("policy"):
         doc["apiVersion"] = f"{G}/{schema.removesuffix('.json')}"
-    target = {"top": doc, "extender": doc["extenders"][0],
-              "resource": doc["extenders"][0]["managedResources"][0]}[where]
+    target = {"top": doc, "extender": doc["extenders"][0], "resource": doc["extenders"][0]["managedResources"][0]}[
+        where
+    ]
     target[key] = True
     assert any(f"'{key}' was unexpected" in e for e in errors(schema, doc))
 
@@ -190,8 +197,9 @@ def test_seed_converted_by_the_filter_stays_valid():
     doc = kgn_scheduler.kgn_scheduler_config("1.23.1", [GPUSHARE], None, copy.deepcopy(kubeasz))
     assert errors("v1beta3.json", doc) == []
     for minor in (19, 22, 25, 35):
-        doc = kgn_scheduler.kgn_scheduler_config(f"1.{minor}", [], "/etc/kubernetes/scheduler.conf",
-                                                 copy.deepcopy(policy))
+        doc = kgn_scheduler.kgn_scheduler_config(
+            f"1.{minor}", [], "/etc/kubernetes/scheduler.conf", copy.deepcopy(policy)
+        )
         assert errors(SCHEMA_FOR_MINOR[minor], doc) == []
 
 

@@ -149,7 +149,7 @@ def _driver_package(module, timeout):
     """Version of the installed driver package (Debian/Ubuntu dpkg, RHEL rpm)."""
     for name in ("nvidia-driver", "nvidia-kernel-dkms", "nvidia-driver-libs", "nvidia-smi"):
         rc, out, _ = _run(module, ["dpkg-query", "-W", "-f=${db:Status-Abbrev} ${Version}", name], timeout)
-        if rc == 0 and out.startswith("ii"):
+        if rc == 0 and out[:2] in ("ii", "hi"):  # "hi": installed and held, as nvidia_driver leaves it
             return name, out.split()[-1]
     for name in ("nvidia-driver", "cuda-drivers", "nvidia-open"):
         rc, out, _ = _run(module, ["rpm", "-q", "--qf", "%{VERSION}", name], timeout)

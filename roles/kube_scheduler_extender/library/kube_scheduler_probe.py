@@ -149,6 +149,7 @@ def main():
                 healthy, reason = False, f"kube-scheduler pid {proc['pid']} is the one started before the change"
     module.exit_json(
         changed=False,
+        msg=reason or "kube-scheduler is healthy",
         healthy=healthy,
         reason=reason,
         now=now,

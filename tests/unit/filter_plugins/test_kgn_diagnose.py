@@ -388,3 +388,25 @@ def test_waived_check_degrades_but_keeps_its_diagnosis():
     assert causes(checks["extender_reachable"]) == ["extender_unreachable"]
     with pytest.raises(AnsibleFilterError, match="waived checks"):
         d.kgn_verify_checks({"scheduler": sched}, dict(CP_EXPECTED, waived=["extender"]))
+
+
+def test_gpu_less_node_expects_only_gpu_present_false_when_labels_require_a_gpu():
+    gpu = {"present": False, "smi": {"found": False}}
+    api = dict(API_OK, node={"labels": {"nvidia.com/gpu.present": "false"}, "allocatable": {}})
+    expected = dict(NODE_EXPECTED, expect_gpu=False, labels_without_gpu={"nvidia.com/gpu.present": "false"})
+    checks, _ = judge(node(gpu=gpu, api=api, sockets=()), expected)
+    assert checks["node_labels"]["status"] == "ok"
+    api["node"]["labels"] = {}
+    checks, _ = judge(node(gpu=gpu, api=api, sockets=()), expected)
+    assert checks["node_labels"]["evidence"]["missing"] == ["nvidia.com/gpu.present"]
+    assert causes(checks["node_labels"]) == ["label_missing"]
+
+
+def test_scheduler_never_configured_is_not_called_removed():
+    sched = copy.deepcopy(SCHED_OK)
+    sched["persisted"]["flags"] = {}
+    sched["process"]["flags"] = {}
+    sched["config"] = {"exists": False, "extender_urls": []}
+    checks, _ = judge({"scheduler": sched, "api": API_OK}, CP_EXPECTED)
+    assert causes(checks["scheduler_flag"]) == ["scheduler_never_configured"]
+    assert causes(checks["scheduler_config"]) == ["scheduler_config_missing"]

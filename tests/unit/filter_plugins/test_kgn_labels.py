@@ -16,15 +16,48 @@ from kgn_labels import (
     kgn_node_labels,
 )
 
-T4 = {"gpu_present": True, "driver_version": "515.105.01", "cuda_version": "11.7",
-      "gpus": [{"product_name": "Tesla T4", "uuid": "GPU-t4", "memory_total_mib": 15360,
-                "compute_capability": "7.5", "mig_mode_current": "N/A"}]}
-A100_MIG = {"gpu_present": True, "driver_version": "535.54.03", "cuda_version": "12.2",
-            "gpus": [{"product_name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_total_mib": 81920,
-                      "compute_capability": "8.0", "mig_mode_current": "Enabled"}]}
-P4 = {"gpu_present": True, "driver_version": "470.82.01", "cuda_version": "11.4",
-      "gpus": [{"product_name": "Tesla P4", "uuid": "GPU-p4", "memory_total_mib": 7680,
-                "compute_capability": "6.1", "mig_mode_current": "N/A"}]}
+T4 = {
+    "gpu_present": True,
+    "driver_version": "515.105.01",
+    "cuda_version": "11.7",
+    "gpus": [
+        {
+            "product_name": "Tesla T4",
+            "uuid": "GPU-t4",
+            "memory_total_mib": 15360,
+            "compute_capability": "7.5",
+            "mig_mode_current": "N/A",
+        }
+    ],
+}
+A100_MIG = {
+    "gpu_present": True,
+    "driver_version": "535.54.03",
+    "cuda_version": "12.2",
+    "gpus": [
+        {
+            "product_name": "NVIDIA A100-SXM4-80GB",
+            "uuid": "GPU-a100",
+            "memory_total_mib": 81920,
+            "compute_capability": "8.0",
+            "mig_mode_current": "Enabled",
+        }
+    ],
+}
+P4 = {
+    "gpu_present": True,
+    "driver_version": "470.82.01",
+    "cuda_version": "11.4",
+    "gpus": [
+        {
+            "product_name": "Tesla P4",
+            "uuid": "GPU-p4",
+            "memory_total_mib": 7680,
+            "compute_capability": "6.1",
+            "mig_mode_current": "N/A",
+        }
+    ],
+}
 NO_GPU = {"gpu_present": False, "gpus": [], "driver_version": None, "cuda_version": None}
 
 T4_GPU_LABELS = {
@@ -81,16 +114,27 @@ def test_node_without_gpu_gets_no_stack_labels():
     assert kgn_node_labels(NO_GPU, ["gpushare", "elastic_gpu"]) == {"nvidia.com/gpu.present": "false"}
     # before the driver is loaded an operator may still want the selectors
     assert kgn_node_labels(NO_GPU, ["elastic_gpu"], "none", False) == {
-        "nvidia.com/gpu.present": "false", "gpu-node": "true"}
+        "nvidia.com/gpu.present": "false",
+        "gpu-node": "true",
+    }
 
 
-@pytest.mark.parametrize(("stack", "selector"), [
-    ("gpushare", {"gpushare": "true"}),
-    ("nano_gpu", {"nano-gpu": "true"}),
-    ("elastic_gpu", {"gpu-node": "true"}),
-    ("nvidia_device_plugin", {"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.sharing-strategy": "none",
-                              "nvidia.com/mps.capable": "false"}),
-])
+@pytest.mark.parametrize(
+    ("stack", "selector"),
+    [
+        ("gpushare", {"gpushare": "true"}),
+        ("nano_gpu", {"nano-gpu": "true"}),
+        ("elastic_gpu", {"gpu-node": "true"}),
+        (
+            "nvidia_device_plugin",
+            {
+                "nvidia.com/gpu.deploy.device-plugin": "true",
+                "nvidia.com/gpu.sharing-strategy": "none",
+                "nvidia.com/mps.capable": "false",
+            },
+        ),
+    ],
+)
 def test_each_stack_adds_its_selector(stack, selector):
     assert kgn_node_labels(T4, [stack]) == {**T4_GPU_LABELS, **selector}
 
@@ -105,13 +149,28 @@ def test_pre_volta_gpu_is_not_volta_mps_capable():
     assert kgn_node_labels(P4)["kube-gpu-nodes.io/gpu.volta-mps"] == "false"
 
 
-@pytest.mark.parametrize(("facts", "stacks", "sharing", "gpushare_mps", "expected"), [
-    (T4, ["gpushare"], "none", True, []),
-    (P4, ["gpushare"], "none", True, ["gpushare_mps is true but this node's GPUs (Tesla P4) do not support Volta MPS"]),
-    (P4, ["nvidia_device_plugin"], "mps", False, ["device plugin MPS sharing needs Volta or newer GPUs"]),
-    (A100_MIG, ["nvidia_device_plugin"], "mps", False, ["device plugin MPS sharing is not supported on MIG-enabled"]),
-    (A100_MIG, ["nvidia_device_plugin"], "time-slicing", False, []),
-])
+@pytest.mark.parametrize(
+    ("facts", "stacks", "sharing", "gpushare_mps", "expected"),
+    [
+        (T4, ["gpushare"], "none", True, []),
+        (
+            P4,
+            ["gpushare"],
+            "none",
+            True,
+            ["gpushare_mps is true but this node's GPUs (Tesla P4) do not support Volta MPS"],
+        ),
+        (P4, ["nvidia_device_plugin"], "mps", False, ["device plugin MPS sharing needs Volta or newer GPUs"]),
+        (
+            A100_MIG,
+            ["nvidia_device_plugin"],
+            "mps",
+            False,
+            ["device plugin MPS sharing is not supported on MIG-enabled"],
+        ),
+        (A100_MIG, ["nvidia_device_plugin"], "time-slicing", False, []),
+    ],
+)
 def test_gpu_capability_problems(facts, stacks, sharing, gpushare_mps, expected):
     problems = kgn_node_gpu_problems(facts, stacks, sharing, gpushare_mps)
     assert len(problems) == len(expected)
@@ -119,10 +178,13 @@ def test_gpu_capability_problems(facts, stacks, sharing, gpushare_mps, expected)
         assert problem.startswith(start)
 
 
-@pytest.mark.parametrize(("facts", "message"), [
-    (None, "must be the result of the gpu_facts module"),
-    ({"gpus": "x"}, "gpu_facts.gpus must be a list"),
-])
+@pytest.mark.parametrize(
+    ("facts", "message"),
+    [
+        (None, "must be the result of the gpu_facts module"),
+        ({"gpus": "x"}, "gpu_facts.gpus must be a list"),
+    ],
+)
 def test_bad_facts_are_refused(facts, message):
     with pytest.raises(AnsibleFilterError, match=message):
         kgn_node_labels(facts, ["gpushare"])
@@ -139,18 +201,28 @@ FOREIGN = {"kubernetes.io/hostname": "gpu1", "team": "ml"}
 def test_first_run_sets_labels_and_records_them():
     desired = {"gpushare": "true", "accelerator": "nvidia-tesla-t4"}
     change = kgn_node_label_patch(desired, FOREIGN, {})
-    assert change["patch"] == {"metadata": {
-        "labels": {"accelerator": "nvidia-tesla-t4", "gpushare": "true"},
-        "annotations": {MANAGED_ANNOTATION: "accelerator,gpushare"}}}
+    assert change["patch"] == {
+        "metadata": {
+            "labels": {"accelerator": "nvidia-tesla-t4", "gpushare": "true"},
+            "annotations": {MANAGED_ANNOTATION: "accelerator,gpushare"},
+        }
+    }
     assert change["changed"] is True
 
 
 def test_second_run_changes_nothing():
     labels = {**FOREIGN, "gpushare": "true", "accelerator": "nvidia-tesla-t4"}
-    change = kgn_node_label_patch({"gpushare": "true", "accelerator": "nvidia-tesla-t4"}, labels,
-                                  {MANAGED_ANNOTATION: "accelerator,gpushare"})
-    assert change == {"patch": {}, "changed": False, "set": {}, "removed": [], "foreign": [],
-                      "managed": ["accelerator", "gpushare"]}
+    change = kgn_node_label_patch(
+        {"gpushare": "true", "accelerator": "nvidia-tesla-t4"}, labels, {MANAGED_ANNOTATION: "accelerator,gpushare"}
+    )
+    assert change == {
+        "patch": {},
+        "changed": False,
+        "set": {},
+        "removed": [],
+        "foreign": [],
+        "managed": ["accelerator", "gpushare"],
+    }
 
 
 def test_disabling_a_stack_removes_only_its_recorded_labels():
@@ -186,18 +258,23 @@ def test_last_managed_label_gone_removes_the_annotation():
     assert change["patch"] == {"metadata": {"labels": {"gpushare": None}, "annotations": {MANAGED_ANNOTATION: None}}}
 
 
-@pytest.mark.parametrize(("desired", "message"), [
-    ({"gpushare": True}, "not a valid label value"),
-    ({"bad key!": "x"}, "not a valid Kubernetes label key"),
-    (["gpushare"], "must be a dict"),
-])
+@pytest.mark.parametrize(
+    ("desired", "message"),
+    [
+        ({"gpushare": True}, "not a valid label value"),
+        ({"bad key!": "x"}, "not a valid Kubernetes label key"),
+        (["gpushare"], "must be a dict"),
+    ],
+)
 def test_bad_label_input_is_refused(desired, message):
     with pytest.raises(AnsibleFilterError, match=message):
         kgn_node_label_patch(desired, {}, {})
 
 
 def test_kubelet_node_labels_flag():
-    assert kgn_kubelet_node_labels({"gpushare": "true", "accelerator": "nvidia-tesla-t4"}) == \
-        "accelerator=nvidia-tesla-t4,gpushare=true"
+    assert (
+        kgn_kubelet_node_labels({"gpushare": "true", "accelerator": "nvidia-tesla-t4"})
+        == "accelerator=nvidia-tesla-t4,gpushare=true"
+    )
     with pytest.raises(AnsibleFilterError, match=r"kubernetes\.io / k8s\.io"):
         kgn_kubelet_node_labels({"node-role.kubernetes.io/gpu": ""})

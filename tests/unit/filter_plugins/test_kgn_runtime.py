@@ -395,3 +395,27 @@ def test_toml_parse_errors_name_the_file():
 def test_every_filter_has_sidecar_docs():
     missing = [name for name in kr.FilterModule().filters() if not (FILTER_DIR / f"{name}.yml").is_file()]
     assert missing == []
+
+
+DEBIAN_1_6 = """
+version = 2
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+"""
+
+
+@pytest.mark.parametrize("dropin", ["", "/etc/containerd/conf.d/99-nvidia.toml"])
+def test_containerd_keeps_builtin_runc_when_the_file_has_none(dropin):
+    # Debian's config.toml has no runc entry; containerd 1.6 drops its built-in runc once a file defines runtimes.
+    effective = tomllib.loads(V2_RUNC)
+    out = kr.kgn_containerd_nvidia(tomllib.loads(DEBIAN_1_6), "1.6.20", dropin_path=dropin, builtin=effective)
+    doc = out["dropin"] if dropin else out["config"]
+    runtimes = doc["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["runc"] == effective["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"]
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+    assert doc["plugins"]["io.containerd.grpc.v1.cri"]["cni"]["bin_dir"] == "/usr/lib/cni"
+    # a v3 dump is not mixed into a v2 file
+    v3 = kr.kgn_containerd_nvidia(tomllib.loads(DEBIAN_1_6), "2.0.0", builtin=tomllib.loads(V3_RUNC))
+    assert "runc" not in v3["config"]["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]

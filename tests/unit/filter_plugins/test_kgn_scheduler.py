@@ -14,8 +14,12 @@ variant = FILTERS["kgn_scheduler_variant"]
 config = FILTERS["kgn_scheduler_config"]
 
 G = "kubescheduler.config.k8s.io"
-POLICY_FLAGS = ["--policy-config-file", "--policy-configmap", "--policy-configmap-namespace",
-                "--use-legacy-policy-config"]
+POLICY_FLAGS = [
+    "--policy-config-file",
+    "--policy-configmap",
+    "--policy-configmap-namespace",
+    "--use-legacy-policy-config",
+]
 
 # minor -> (generated apiVersion, accepted KubeSchedulerConfiguration versions), written out by hand from
 # version-facts A2b and the "Observed" table (not computed from the filter's own tables).
@@ -76,8 +80,13 @@ def gpushare(url="http://192.168.233.101:32766/gpushare-scheduler", **extra):
 
 
 def nano(url="http://10.0.0.5:39999/scheduler"):
-    return {"url_prefix": url, "filter_verb": "filter", "prioritize_verb": "priorities", "weight": 1,
-            "managed_resources": [{"name": "tencent.com/vcuda-core", "ignored_by_scheduler": True}]}
+    return {
+        "url_prefix": url,
+        "filter_verb": "filter",
+        "prioritize_verb": "priorities",
+        "weight": 1,
+        "managed_resources": [{"name": "tencent.com/vcuda-core", "ignored_by_scheduler": True}],
+    }
 
 
 # --- kgn_scheduler_variant -----------------------------------------------------------------------------------
@@ -139,8 +148,13 @@ def test_variant_outside_supported_range_names_the_range(given):
 
 @pytest.mark.parametrize(
     ("given", "message"),
-    [("latest", "'latest' is not a version"), ("1.x", "'1.x' is not a version"), ("", "is empty"),
-     (None, "is not set"), (1.2, "quote it in YAML")],
+    [
+        ("latest", "'latest' is not a version"),
+        ("1.x", "'1.x' is not a version"),
+        ("", "is empty"),
+        (None, "is not set"),
+        (1.2, "quote it in YAML"),
+    ],
 )
 def test_variant_bad_versions_fail_with_the_parse_message(given, message):
     with pytest.raises(AnsibleFilterError) as err:
@@ -176,13 +190,26 @@ def test_config_leaves_out_unset_optional_keys():
 
 
 def test_config_writes_tls_and_all_verbs():
-    ext = {"url_prefix": "https://ext:8443/x", "filter_verb": "f", "prioritize_verb": "p", "weight": 5,
-           "preempt_verb": "pre", "bind_verb": "b", "enable_https": True, "http_timeout": 0.25,
-           "tls": {"insecure": False, "server_name": "ext", "cert_file": "/c", "key_file": "/k", "ca_file": "/ca"}}
+    ext = {
+        "url_prefix": "https://ext:8443/x",
+        "filter_verb": "f",
+        "prioritize_verb": "p",
+        "weight": 5,
+        "preempt_verb": "pre",
+        "bind_verb": "b",
+        "enable_https": True,
+        "http_timeout": 0.25,
+        "tls": {"insecure": False, "server_name": "ext", "cert_file": "/c", "key_file": "/k", "ca_file": "/ca"},
+    }
     doc = config("1.30", [ext], "/k")
     out = doc["extenders"][0]
-    assert out["tlsConfig"] == {"insecure": False, "serverName": "ext", "certFile": "/c", "keyFile": "/k",
-                                "caFile": "/ca"}
+    assert out["tlsConfig"] == {
+        "insecure": False,
+        "serverName": "ext",
+        "certFile": "/c",
+        "keyFile": "/k",
+        "caFile": "/ca",
+    }
     assert (out["prioritizeVerb"], out["weight"], out["preemptVerb"], out["httpTimeout"]) == ("p", 5, "pre", "250ms")
     assert config("1.17", [ext], None)["extenders"][0]["httpTimeout"] == 250_000_000
 
@@ -193,8 +220,11 @@ def test_config_merges_several_extenders_in_order():
 
 
 def test_config_without_extenders_has_no_extenders_key():
-    assert config("1.29", [], "/k") == {"apiVersion": f"{G}/v1", "kind": "KubeSchedulerConfiguration",
-                                        "clientConnection": {"kubeconfig": "/k"}}
+    assert config("1.29", [], "/k") == {
+        "apiVersion": f"{G}/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": "/k"},
+    }
 
 
 # --- the seeds ----------------------------------------------------------------------------------------------
@@ -223,12 +253,17 @@ def test_policy_seed_on_1_25_becomes_v1_with_the_extender_respelled():
 
 
 def test_policy_extender_keys_are_read_case_insensitively_like_kube_scheduler():
-    existing = {"kind": "Policy", "apiVersion": "v1",
-                "extenders": [{"URLPrefix": "http://a:1/x", "FilterVerb": "filter", "EnableHTTPS": True,
-                               "HTTPTimeout": 3_000_000_000}]}
+    existing = {
+        "kind": "Policy",
+        "apiVersion": "v1",
+        "extenders": [
+            {"URLPrefix": "http://a:1/x", "FilterVerb": "filter", "EnableHTTPS": True, "HTTPTimeout": 3_000_000_000}
+        ],
+    }
     doc = config("1.16", [], None, existing)
-    assert doc["extenders"] == [{"urlPrefix": "http://a:1/x", "filterVerb": "filter", "enableHttps": True,
-                                 "httpTimeout": 3_000_000_000}]
+    assert doc["extenders"] == [
+        {"urlPrefix": "http://a:1/x", "filterVerb": "filter", "enableHttps": True, "httpTimeout": 3_000_000_000}
+    ]
     assert config("1.21", [], "/k", existing)["extenders"][0]["httpTimeout"] == "3s"
 
 
@@ -240,8 +275,12 @@ def test_existing_profiles_settings_and_other_extenders_are_kept_and_same_url_re
         "clientConnection": {"kubeconfig": "/old", "qps": 50},
         "leaderElection": {"leaderElect": True},
         "parallelism": 8,
-        "profiles": [{"schedulerName": "default-scheduler",
-                      "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}}}],
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+            }
+        ],
         "extenders": [
             {"urlPrefix": "http://other:1/x", "filterVerb": "filter", "httpTimeout": "1m30s"},
             {"urlPrefix": "http://192.168.233.101:32766/gpushare-scheduler/", "filterVerb": "old"},
@@ -284,16 +323,27 @@ def test_v1beta2_serving_addresses_are_dropped_when_upgrading():
 
 def test_null_fields_of_an_existing_config_count_as_absent():
     existing = {**copy.deepcopy(KUBEASZ_SEED), "profiles": None, "extenders": None, "parallelism": None}
-    assert config("1.23", [], "/k", existing) == {"apiVersion": f"{G}/v1beta3", "kind": "KubeSchedulerConfiguration",
-                                                  "clientConnection": {"kubeconfig": "/k"}}
+    assert config("1.23", [], "/k", existing) == {
+        "apiVersion": f"{G}/v1beta3",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": "/k"},
+    }
 
 
 def test_plugin_args_apiversion_follows_the_target():
-    existing = {"apiVersion": f"{G}/v1beta2", "kind": "KubeSchedulerConfiguration",
-                "clientConnection": {"kubeconfig": "/k"},
-                "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
-                    {"name": "NodeResourcesFit",
-                     "args": {"apiVersion": f"{G}/v1beta2", "kind": "NodeResourcesFitArgs"}}]}]}
+    existing = {
+        "apiVersion": f"{G}/v1beta2",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": "/k"},
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "pluginConfig": [
+                    {"name": "NodeResourcesFit", "args": {"apiVersion": f"{G}/v1beta2", "kind": "NodeResourcesFitArgs"}}
+                ],
+            }
+        ],
+    }
     doc = config("1.25", [], None, existing)
     assert doc["profiles"][0]["pluginConfig"][0]["args"]["apiVersion"] == f"{G}/v1"
 
@@ -305,36 +355,81 @@ def test_plugin_args_apiversion_follows_the_target():
         ("1.17", copy.deepcopy(KUBEASZ_SEED), "takes extenders from a Policy file"),
         ("1.25", {**POLICY_SEED, "predicates": [{"name": "PodFitsResources"}]}, "sets 'predicates', which has no"),
         ("1.17", {**POLICY_SEED, "priorities": []}, "disables every default priority"),
-        ("1.17", {**POLICY_SEED, "extenders": [{"urlPrefix": "http://a:1/x", "filterverbb": "f"}]},
-         "unknown key 'filterverbb'"),
+        (
+            "1.17",
+            {**POLICY_SEED, "extenders": [{"urlPrefix": "http://a:1/x", "filterverbb": "f"}]},
+            "unknown key 'filterverbb'",
+        ),
         ("1.17", {**POLICY_SEED, "bogus": 1}, "unknown top-level key 'bogus'"),
-        ("1.25", {"apiVersion": f"{G}/v1beta1", "kind": "KubeSchedulerConfiguration", "disablePreemption": True},
-         "DefaultPreemption"),
-        ("1.25", {"apiVersion": f"{G}/v1beta1", "kind": "KubeSchedulerConfiguration",
-                  "profiles": [{"schedulerName": "s", "plugins": {"score": {"enabled": [{"name": "NodeLabel"}]}}}]},
-         "plugin 'NodeLabel'"),
-        ("1.30", {"apiVersion": f"{G}/v1beta3", "kind": "KubeSchedulerConfiguration",
-                  "profiles": [{"plugins": {"score": {"disabled": [{"name": "SelectorSpread"}]}}}]},
-         "plugin 'SelectorSpread'"),
-        ("1.22", {"apiVersion": f"{G}/v1", "kind": "KubeSchedulerConfiguration",
-                  "profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "X"}]}}}]},
-         "extension point plugins.multiPoint"),
-        ("1.25", {"apiVersion": f"{G}/v1", "kind": "KubeSchedulerConfiguration",
-                  "profiles": [{"percentageOfNodesToScore": 20}]}, "sets 'percentageOfNodesToScore'"),
-        ("1.23", {"apiVersion": f"{G}/v1alpha1", "kind": "KubeSchedulerConfiguration"},
-         "pass that Policy document"),
+        (
+            "1.25",
+            {"apiVersion": f"{G}/v1beta1", "kind": "KubeSchedulerConfiguration", "disablePreemption": True},
+            "DefaultPreemption",
+        ),
+        (
+            "1.25",
+            {
+                "apiVersion": f"{G}/v1beta1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "s", "plugins": {"score": {"enabled": [{"name": "NodeLabel"}]}}}],
+            },
+            "plugin 'NodeLabel'",
+        ),
+        (
+            "1.30",
+            {
+                "apiVersion": f"{G}/v1beta3",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"plugins": {"score": {"disabled": [{"name": "SelectorSpread"}]}}}],
+            },
+            "plugin 'SelectorSpread'",
+        ),
+        (
+            "1.22",
+            {
+                "apiVersion": f"{G}/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "X"}]}}}],
+            },
+            "extension point plugins.multiPoint",
+        ),
+        (
+            "1.25",
+            {
+                "apiVersion": f"{G}/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"percentageOfNodesToScore": 20}],
+            },
+            "sets 'percentageOfNodesToScore'",
+        ),
+        ("1.23", {"apiVersion": f"{G}/v1alpha1", "kind": "KubeSchedulerConfiguration"}, "pass that Policy document"),
         ("1.23", {"apiVersion": f"{G}/v9", "kind": "KubeSchedulerConfiguration"}, "apiVersion 'kubescheduler"),
         ("1.23", {"kind": "Deployment", "apiVersion": "apps/v1"}, "kind 'Deployment'"),
         ("1.23", "apiVersion: x", "existing must be the parsed current config"),
         ("1.23", {**copy.deepcopy(KUBEASZ_SEED), "clientConnection": "/k"}, "clientConnection is a str"),
-        ("1.23", {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "enableHttps": False}]},
-         "the KubeSchedulerConfiguration spelling is enableHTTPS"),
-        ("1.23", {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": 30}]},
-         "duration string"),
-        ("1.23", {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": "30x"}]},
-         "'30x' is not a duration"),
-        ("1.23", {**copy.deepcopy(KUBEASZ_SEED), "extenders": [
-            {"urlPrefix": "http://a:1/x", "managedResources": [{"name": "gpu-mem"}]}]}, "domain-prefixed"),
+        (
+            "1.23",
+            {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "enableHttps": False}]},
+            "the KubeSchedulerConfiguration spelling is enableHTTPS",
+        ),
+        (
+            "1.23",
+            {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": 30}]},
+            "duration string",
+        ),
+        (
+            "1.23",
+            {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": "30x"}]},
+            "'30x' is not a duration",
+        ),
+        (
+            "1.23",
+            {
+                **copy.deepcopy(KUBEASZ_SEED),
+                "extenders": [{"urlPrefix": "http://a:1/x", "managedResources": [{"name": "gpu-mem"}]}],
+            },
+            "domain-prefixed",
+        ),
     ],
 )
 def test_unconvertible_existing_configs_fail_clearly(version, existing, message):

@@ -7,29 +7,40 @@ from ansible.errors import AnsibleFilterError
 from kgn_scheduler import kgn_scheduler_config
 from kgn_stacks import STACKS, kgn_stack_catalog, kgn_stack_extenders, kgn_stack_image, kgn_stack_problems
 
-URLS = {"gpushare": "http://127.0.0.1:32766", "nano_gpu": "http://127.0.0.1:32765",
-        "elastic_gpu": "http://127.0.0.1:32764"}
+URLS = {
+    "gpushare": "http://127.0.0.1:32766",
+    "nano_gpu": "http://127.0.0.1:32765",
+    "elastic_gpu": "http://127.0.0.1:32764",
+}
 
 
 def test_gpushare_extender_matches_the_seed_policy():
     # seeds/gpu-sharing-design-policy-json-mps.md and gpushare-on-kubeasz-1.23.md
-    assert kgn_stack_extenders(["gpushare"], URLS) == [{
-        "url_prefix": "http://127.0.0.1:32766/gpushare-scheduler",
-        "filter_verb": "filter",
-        "bind_verb": "bind",
-        "enable_https": False,
-        "node_cache_capable": True,
-        "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
-        "ignorable": False,
-    }]
+    assert kgn_stack_extenders(["gpushare"], URLS) == [
+        {
+            "url_prefix": "http://127.0.0.1:32766/gpushare-scheduler",
+            "filter_verb": "filter",
+            "bind_verb": "bind",
+            "enable_https": False,
+            "node_cache_capable": True,
+            "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
+            "ignorable": False,
+        }
+    ]
 
 
 def test_nano_gpu_extender_has_prioritize_and_weight_as_in_the_superedge_seed():
-    [ext] = kgn_stack_extenders(["nano_gpu"], {"nano_gpu": "http://10.0.0.1:8080/api/v1/namespaces/kube-system/"
-                                                           "services/nano-gpu-scheduler/proxy/"})
+    [ext] = kgn_stack_extenders(
+        ["nano_gpu"],
+        {"nano_gpu": "http://10.0.0.1:8080/api/v1/namespaces/kube-system/services/nano-gpu-scheduler/proxy/"},
+    )
     assert ext["url_prefix"].endswith("/services/nano-gpu-scheduler/proxy/scheduler")
     assert (ext["filter_verb"], ext["prioritize_verb"], ext["bind_verb"], ext["weight"]) == (
-        "filter", "priorities", "bind", 1)
+        "filter",
+        "priorities",
+        "bind",
+        1,
+    )
     assert ext["managed_resources"] == [{"name": "nano-gpu/gpu-percent", "ignored_by_scheduler": False}]
 
 
@@ -40,21 +51,27 @@ def test_elastic_gpu_extender_manages_core_and_memory():
 
 def test_device_plugin_has_no_extender_and_https_follows_scheme():
     assert kgn_stack_extenders(["nvidia_device_plugin"], {}) == []
-    [ext] = kgn_stack_extenders(["gpushare", "nvidia_device_plugin"], {"gpushare": "https://cp:32766/gpushare-scheduler/"},
-                                {"gpushare": {"insecure": True}})
+    [ext] = kgn_stack_extenders(
+        ["gpushare", "nvidia_device_plugin"],
+        {"gpushare": "https://cp:32766/gpushare-scheduler/"},
+        {"gpushare": {"insecure": True}},
+    )
     assert ext["url_prefix"] == "https://cp:32766/gpushare-scheduler"  # path not appended twice
     assert ext["enable_https"] is True
     assert ext["tls"] == {"insecure": True}
 
 
-@pytest.mark.parametrize(("stacks", "urls", "message"), [
-    (["gpushare"], {}, "no extender base URL for stack 'gpushare'"),
-    (["gpushare"], {"gpushare": "127.0.0.1:32766"}, "must start with http:// or https://"),
-    (["gpushare", "nano_gpu"], URLS, "only one binding extender"),
-    (["hami"], URLS, "unknown stack(s) 'hami'"),
-    ("gpushare", URLS, "must be a list"),
-    (["gpushare"], {"gpushare": "http://x"}, None),
-])
+@pytest.mark.parametrize(
+    ("stacks", "urls", "message"),
+    [
+        (["gpushare"], {}, "no extender base URL for stack 'gpushare'"),
+        (["gpushare"], {"gpushare": "127.0.0.1:32766"}, "must start with http:// or https://"),
+        (["gpushare", "nano_gpu"], URLS, "only one binding extender"),
+        (["hami"], URLS, "unknown stack(s) 'hami'"),
+        ("gpushare", URLS, "must be a list"),
+        (["gpushare"], {"gpushare": "http://x"}, None),
+    ],
+)
 def test_extender_bad_input_is_refused(stacks, urls, message):
     if message is None:
         assert kgn_stack_extenders(stacks, urls)[0]["url_prefix"] == "http://x/gpushare-scheduler"
@@ -94,8 +111,10 @@ def test_two_gpu_claiming_stacks_on_one_node_are_refused():
 
 def test_two_binding_extenders_in_one_cluster_are_refused():
     problems = kgn_stack_problems({"gpu1": ["gpushare"], "gpu2": ["nano_gpu"]})
-    assert problems == ["stacks gpushare and nano_gpu both bind pods through a scheduler extender and kube-scheduler "
-                        "accepts only one binding extender per cluster; choose one of them in gpu_sharing_stacks"]
+    assert problems == [
+        "stacks gpushare and nano_gpu both bind pods through a scheduler extender and kube-scheduler "
+        "accepts only one binding extender per cluster; choose one of them in gpu_sharing_stacks"
+    ]
 
 
 def test_extender_stack_on_managed_control_plane_says_what_to_do_instead():
@@ -113,22 +132,38 @@ def test_bad_values_become_problems_not_tracebacks():
     assert "scheduler_changeable must be true or false" in problems[2]
 
 
-@pytest.mark.parametrize(("image", "mirror", "expected"), [
-    ("nvcr.io/nvidia/k8s-device-plugin:v0.17.4", "", "nvcr.io/nvidia/k8s-device-plugin:v0.17.4"),
-    ("nvcr.io/nvidia/k8s-device-plugin:v0.17.4", "mirror.local:5000",
-     "mirror.local:5000/nvidia/k8s-device-plugin:v0.17.4"),
-    ("nanogpu/nano-gpu-agent:0.3.0", "mirror.local:5000/hub/", "mirror.local:5000/hub/nanogpu/nano-gpu-agent:0.3.0"),
-    ("registry.cn-hangzhou.aliyuncs.com/acs/k8s-gpushare-plugin:v2-1.11-aff8a23", "harbor.lan",
-     "harbor.lan/acs/k8s-gpushare-plugin:v2-1.11-aff8a23"),
-])
+@pytest.mark.parametrize(
+    ("image", "mirror", "expected"),
+    [
+        ("nvcr.io/nvidia/k8s-device-plugin:v0.17.4", "", "nvcr.io/nvidia/k8s-device-plugin:v0.17.4"),
+        (
+            "nvcr.io/nvidia/k8s-device-plugin:v0.17.4",
+            "mirror.local:5000",
+            "mirror.local:5000/nvidia/k8s-device-plugin:v0.17.4",
+        ),
+        (
+            "nanogpu/nano-gpu-agent:0.3.0",
+            "mirror.local:5000/hub/",
+            "mirror.local:5000/hub/nanogpu/nano-gpu-agent:0.3.0",
+        ),
+        (
+            "registry.cn-hangzhou.aliyuncs.com/acs/k8s-gpushare-plugin:v2-1.11-aff8a23",
+            "harbor.lan",
+            "harbor.lan/acs/k8s-gpushare-plugin:v2-1.11-aff8a23",
+        ),
+    ],
+)
 def test_images_go_through_the_registry_mirror(image, mirror, expected):
     assert kgn_stack_image(image, mirror) == expected
 
 
-@pytest.mark.parametrize(("image", "mirror", "message"), [
-    ("", "", "not an image reference"),
-    ("nvcr.io/x:1", "https://mirror", "without a scheme"),
-])
+@pytest.mark.parametrize(
+    ("image", "mirror", "message"),
+    [
+        ("", "", "not an image reference"),
+        ("nvcr.io/x:1", "https://mirror", "without a scheme"),
+    ],
+)
 def test_bad_images_and_mirrors_are_refused(image, mirror, message):
     with pytest.raises(AnsibleFilterError, match=message):
         kgn_stack_image(image, mirror)

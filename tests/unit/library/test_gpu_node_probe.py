@@ -87,3 +87,19 @@ def test_extender_urls_from_yaml_and_json_configs():
     assert probe._extender_urls(yaml_text) == ["http://192.168.233.101:32766/gpushare-scheduler"]
     assert probe._extender_urls(json_text) == ["http://127.0.0.1:32766/gpushare-scheduler"]
     assert probe._extender_urls(None) == []
+
+
+def test_held_driver_package_counts_as_installed(monkeypatch):
+    """nvidia_driver holds its packages; dpkg then reports the status "hi", not "ii"."""
+    answers = {"nvidia-driver": (0, "hi  535.309.01-0+deb12u1", "")}
+    monkeypatch.setattr(probe, "_run", lambda _m, cmd, _t: answers.get(cmd[-1], (1, "", "not installed")))
+    assert probe._driver_package(None, 5) == ("nvidia-driver", "535.309.01-0+deb12u1")
+
+
+def test_removed_driver_package_is_not_installed(monkeypatch):
+    """"rc" (removed, config files left) must not count as an installed driver."""
+    def run(_m, cmd, _t):
+        return (0, "rc  535.309.01-0+deb12u1", "") if cmd[0] == "dpkg-query" else (1, "", "not an rpm system")
+
+    monkeypatch.setattr(probe, "_run", run)
+    assert probe._driver_package(None, 5) == (None, None)

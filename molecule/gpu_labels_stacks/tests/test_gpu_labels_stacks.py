@@ -1,0 +1,109 @@
+"""Labels and stacks as the stand-in Kubernetes API (1.23.1) holds them, read with kubectl on the control plane.
+
+converge: gpushare; side_effect: switched to nvidia_device_plugin (gpushare disabled). The node as it was
+before the switch is in /root/node-before-side-effect.json.
+"""
+
+import json
+
+testinfra_hosts = ["gpu_labels_stacks-cp"]
+
+NODE = "gpu-labels-stacks-gpu"
+MANAGED = "kube-gpu-nodes.io/managed-labels"
+HAND_LABEL = ("example.com/team", "ml")
+DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+STACK_DIR = "/etc/kubernetes/kube-gpu-nodes/stacks"
+
+
+def _kubectl_json(host, *args):
+    return json.loads(host.check_output("kubectl " + " ".join(args) + " -o json"))
+
+
+def _managed(node):
+    return set(filter(None, node["metadata"].get("annotations", {}).get(MANAGED, "").split(",")))
+
+
+def test_the_api_is_the_stand_in_playing_the_cluster_version(host):
+    version = json.loads(host.check_output("kubectl get --raw /version"))
+    assert version["gitVersion"] == "v1.23.1+standin"
+    assert host.check_output("kubectl get --raw /readyz") == "ok"
+
+
+def test_gpushare_labelled_the_node_and_recorded_what_it_set(host):
+    before = json.loads(host.file("/root/node-before-side-effect.json").content_string)
+    labels = before["metadata"]["labels"]
+    assert labels["gpushare"] == "true"  # what the gpushare device plugin DaemonSet selects on
+    assert labels["nvidia.com/gpu.present"] == "false"  # from gpu_facts: this node has no GPU
+    assert DEVICE_PLUGIN_LABEL not in labels
+    assert {"gpushare", "nvidia.com/gpu.present"} <= _managed(before)
+    assert labels[HAND_LABEL[0]] == HAND_LABEL[1]
+    assert HAND_LABEL[0] not in _managed(before)
+
+
+def test_disabling_gpushare_removed_only_its_labels(host):
+    before = json.loads(host.file("/root/node-before-side-effect.json").content_string)
+    after = _kubectl_json(host, "get", "node", NODE)
+    labels = after["metadata"]["labels"]
+    assert "gpushare" not in labels
+    assert labels[DEVICE_PLUGIN_LABEL] == "true"
+    assert labels[HAND_LABEL[0]] == HAND_LABEL[1]  # never the project's: survives
+    assert labels["kubernetes.io/hostname"] == NODE  # the kubelet's labels survive too
+    assert "gpushare" not in _managed(after) and DEVICE_PLUGIN_LABEL in _managed(after)
+    kept = {k: v for k, v in before["metadata"]["labels"].items() if k != "gpushare"}
+    assert {k: labels.get(k) for k in kept} == kept  # nothing else was removed or changed
+
+
+def test_the_node_reports_no_gpu_resource(host):
+    node = _kubectl_json(host, "get", "node", NODE)
+    allocatable = node["status"]["allocatable"]
+    assert set(allocatable) == {"cpu", "memory", "pods"}  # no nvidia.com/gpu, no aliyun.com/gpu-mem
+
+
+def test_gpushare_objects_exist_with_the_apiversions_of_1_23(host):
+    extender = _kubectl_json(host, "-n", "kube-system", "get", "deployment", "gpushare-schd-extender")
+    assert extender["apiVersion"] == "apps/v1"
+    template = extender["spec"]["template"]
+    # 1.16+: priorityClassName, not the removed critical-pod annotation; 1.20-1.25: both control-plane taints
+    assert template["spec"]["priorityClassName"] == "system-cluster-critical"
+    assert "scheduler.alpha.kubernetes.io/critical-pod" not in template["metadata"].get("annotations", {})
+    assert {t["key"] for t in template["spec"]["tolerations"]} >= {
+        "node-role.kubernetes.io/master",
+        "node-role.kubernetes.io/control-plane",
+    }
+    assert host.run("kubectl get priorityclass system-cluster-critical").rc == 0
+    plugin = _kubectl_json(host, "-n", "kube-system", "get", "daemonset", "gpushare-device-plugin-ds")
+    assert plugin["apiVersion"] == "apps/v1"
+    pod = plugin["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"gpushare": "true"}
+    command = pod["containers"][0].get("command", []) + pod["containers"][0].get("args", [])
+    assert "--memory-unit=GiB" in command
+    service = _kubectl_json(host, "-n", "kube-system", "get", "service", "gpushare-schd-extender")
+    assert service["spec"]["ports"][0]["nodePort"] == 32766
+    role = _kubectl_json(host, "get", "clusterrole", "gpushare-schd-extender")
+    assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
+
+
+def test_device_plugin_daemonset_selects_the_label_the_node_now_has(host):
+    plugin = _kubectl_json(host, "-n", "kube-system", "get", "daemonset", "nvidia-device-plugin-daemonset")
+    assert plugin["apiVersion"] == "apps/v1"
+    selector = plugin["spec"]["template"]["spec"].get("nodeSelector", {})
+    node = _kubectl_json(host, "get", "node", NODE)
+    assert selector and all(node["metadata"]["labels"].get(k) == v for k, v in selector.items())
+
+
+def test_live_objects_match_the_written_manifests(host):
+    manifests = host.check_output(f"find {STACK_DIR} -name '*.yml' -not -name '*~'").split()
+    assert any("/gpushare/" in m for m in manifests) and any("/nvidia_device_plugin/" in m for m in manifests)
+    for manifest in manifests:
+        diff = host.run(f"kubectl diff -f {manifest}")
+        assert diff.rc == 0, f"{manifest} differs from the API: {diff.stdout}{diff.stderr}"
+
+
+def test_an_apiversion_removed_before_1_23_is_refused_like_a_real_server(host):
+    result = host.run(
+        "printf 'apiVersion: extensions/v1beta1\\nkind: DaemonSet\\nmetadata: {name: old, namespace: kube-system}\\n"
+        "spec: {template: {spec: {containers: [{name: a, image: b}]}}}\\n' | kubectl apply -f -"
+    )
+    assert result.rc != 0
+    assert 'no matches for kind "DaemonSet" in version "extensions/v1beta1"' in result.stderr
+    assert host.run("kubectl -n kube-system get daemonset old").rc != 0
