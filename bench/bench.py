@@ -81,7 +81,8 @@ def timed_playbook(inventory: Path, out_dir: Path, label: str) -> dict:
     """Run site.yml under GNU time; return wall/CPU/RSS and per-host recap counts."""
     log = out_dir / f"{label}.log"
     timing = out_dir / f"{label}.time"
-    env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="25")
+    env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")
+    env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "25"
     start = time.monotonic()
     with log.open("w", encoding="utf-8") as handle:
         proc = subprocess.run(
@@ -126,7 +127,7 @@ def slope(points: list[tuple[int, float]]) -> float | None:
     """Least-squares seconds per additional node."""
     if len(points) < 2:
         return None
-    xs, ys = zip(*points)
+    xs, ys = zip(*points, strict=True)
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     den = sum((x - mx) ** 2 for x in xs)
     return round(sum((x - mx) * (y - my) for x, y in points) / den, 2) if den else None

@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 HERE = Path(__file__).resolve().parent
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -19,7 +19,8 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 def table(result: dict) -> str:
     m = result["machine"]
     rows = [
-        f"Machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, kernel {m['kernel']}, Python {m['python']}, {m['ansible']}.",
+        f"Machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, kernel {m['kernel']}, "
+        f"Python {m['python']}, {m['ansible']}.",
         "",
         "| N GPU nodes | cache | converge wall (s) | converge CPU (s) | converge changed | no-op wall (s) | "
         "no-op CPU (s) | no-op changed | peak RSS (MiB) | tasks per GPU node (no-op) |",
@@ -29,7 +30,8 @@ def table(result: dict) -> str:
         c, n = run["converge"], run["noop"]
         per_node = [v for h, v in n["tasks_per_host"].items() if h.startswith("kgn-bench-gpu-")]
         rows.append(
-            f"| {run['n']} | {'cold' if run['cold'] else 'warm'} | {c['wall_s']} | {c['cpu_s']} | {c['changed_total']} | "
+            f"| {run['n']} | {'cold' if run['cold'] else 'warm'} | {c['wall_s']} | {c['cpu_s']} | "
+            f"{c['changed_total']} | "
             f"{n['wall_s']} | {n['cpu_s']} | {n['changed_total']} | {max(c['peak_rss_mib'], n['peak_rss_mib'])} | "
             f"{max(per_node) if per_node else '-'} |"
         )

@@ -12,9 +12,7 @@ import sys
 
 from ansible.errors import AnsibleFilterError
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(_HERE, "..", "module_utils"))
-sys.path.insert(0, _HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kgn_scheduler
 import kgn_stacks
 

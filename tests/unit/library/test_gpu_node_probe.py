@@ -1,4 +1,4 @@
-"""Parsers of the gpu_node_probe module (roles/gpu_node_verify/library) on the texts real tools print."""
+"""Parsers of the gpu_node_probe module (library/gpu_node_probe.py) on the texts real tools print."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location(
-    "gpu_node_probe", ROOT / "roles" / "gpu_node_verify" / "library" / "gpu_node_probe.py"
+    "gpu_node_probe", ROOT / "library" / "gpu_node_probe.py"
 )
 probe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(probe)

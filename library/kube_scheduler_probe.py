@@ -18,7 +18,7 @@ short_description: Report kube-scheduler processes and whether its health endpoi
 description:
   - Lists the processes whose command line runs a C(kube-scheduler) binary (directly or through an
     interpreter, as the lab's stand-in does) with their flags and start time (epoch seconds).
-  - Calls the health endpoint once (TLS not verified: kube-scheduler serves a self-signed certificate
+  - Calls the health endpoint once (TLS not verified, because kube-scheduler serves a self-signed certificate
     unless told otherwise) and reports C(healthy=true) only when it answers 200 C(ok) AND, when
     O(scheduler_args) / O(old_pids) are given, every kube-scheduler process runs exactly those
     flags and is none of the old processes. That is how a caller knows the answer comes from the restarted

@@ -1,4 +1,4 @@
-"""Unit tests of the kube_scheduler_extender role's patch filters (roles/.../filter_plugins/kgn_scheduler_patch.py)."""
+"""Unit tests of the kube-scheduler patch filters (filter_plugins/kgn_scheduler_patch.py)."""
 
 import importlib.util
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 
-_PATH = Path(__file__).parents[3] / "roles/kube_scheduler_extender/filter_plugins/kgn_scheduler_patch.py"
+_PATH = Path(__file__).parents[3] / "filter_plugins/kgn_scheduler_patch.py"
 _SPEC = importlib.util.spec_from_file_location("kgn_scheduler_patch", _PATH)
 patch = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(patch)

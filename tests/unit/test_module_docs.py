@@ -1,0 +1,29 @@
+"""Every custom module in library/ documents itself: ansible-doc parses DOCUMENTATION, EXAMPLES, RETURN."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = sorted(p.stem for p in (ROOT / "library").glob("*.py"))
+
+
+def test_library_has_modules():
+    assert MODULES, "library/ has no modules"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_documentation_parses(module):
+    result = subprocess.run(
+        ["ansible-doc", "-t", "module", "--json", module], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)[module]
+    assert doc["doc"]["short_description"]
+    assert doc["doc"]["options"] is not None
+    assert doc["examples"].strip(), f"{module} has no EXAMPLES"
+    assert doc["return"], f"{module} has no RETURN"
