@@ -255,6 +255,29 @@ def _api_checks(api, expected, gpu_present, runtime_failed):
 # --- control-plane checks --------------------------------------------------------------------
 
 
+def _scheduler_flag_check(sched, flag, path, config):
+    """The config flag on the running scheduler and in its unit/manifest."""
+    process = sched.get("process") or {}
+    persisted = sched.get("persisted") or {}
+    in_process = (process.get("flags") or {}).get(flag)
+    in_persisted = (persisted.get("flags") or {}).get(flag)
+    evidence = {"flag": f"--{flag}={path}", "running": bool(process.get("running")),
+                "process_value": in_process, "persisted_value": in_persisted,
+                "process_ok": in_process == path, "persisted_ok": in_persisted == path,
+                "style": persisted.get("style") or "unknown", "persisted_path": persisted.get("path") or "",
+                "config_exists": bool(config.get("exists"))}
+    where = evidence["persisted_path"] or "the unit/manifest"
+    if not process.get("running"):
+        return _check("scheduler_flag", "failed", "kube-scheduler is not running", **evidence)
+    if evidence["process_ok"] and evidence["persisted_ok"]:
+        return _check("scheduler_flag", "ok", f"--{flag}={path} on the process and in {where}", **evidence)
+    if not evidence["persisted_ok"]:
+        return _check("scheduler_flag", "failed", f"--{flag}={path} missing from {where} (found "
+                      f"{in_persisted or 'no such flag'})", **evidence)
+    return _check("scheduler_flag", "failed", f"the running kube-scheduler lacks --{flag}={path} "
+                  f"(found {in_process or 'no such flag'}), though {where} has it", **evidence)
+
+
 def _scheduler_checks(sched, expected):
     want = expected.get("scheduler") or {}
     if not want:
@@ -269,7 +292,12 @@ def _scheduler_checks(sched, expected):
     evidence = {"path": path, "exists": bool(config.get("exists")), "extender_urls": extenders,
                 "expected_paths": wanted_paths, "error": config.get("error") or ""}
     absent = [p for p in wanted_paths if not any(u.rstrip("/").endswith(p) for u in extenders)]
-    if not config.get("exists"):
+    if not wanted_paths:
+        # No chosen stack needs an extender: kube_scheduler_extender leaves the scheduler as it is.
+        reason = "no chosen stack needs a scheduler extender, so kube-scheduler keeps its own configuration"
+        checks.append(_check("scheduler_config", "skipped", reason, **evidence))
+        checks.append(_check("scheduler_flag", "skipped", reason, **evidence))
+    elif not config.get("exists"):
         checks.append(_check("scheduler_config", "failed", f"{path} does not exist", **evidence))
     elif absent:
         checks.append(_check("scheduler_config", "failed", f"{path} lacks the extender(s) {', '.join(absent)}",
@@ -277,26 +305,8 @@ def _scheduler_checks(sched, expected):
     else:
         checks.append(_check("scheduler_config", "ok", f"{path} ({len(extenders)} extender(s))", **evidence))
 
-    process = sched.get("process") or {}
-    persisted = sched.get("persisted") or {}
-    in_process = (process.get("flags") or {}).get(flag)
-    in_persisted = (persisted.get("flags") or {}).get(flag)
-    evidence = {"flag": f"--{flag}={path}", "running": bool(process.get("running")),
-                "process_value": in_process, "persisted_value": in_persisted,
-                "process_ok": in_process == path, "persisted_ok": in_persisted == path,
-                "style": persisted.get("style") or "unknown", "persisted_path": persisted.get("path") or "",
-                "config_exists": bool(config.get("exists"))}
-    where = evidence["persisted_path"] or "the unit/manifest"
-    if not process.get("running"):
-        checks.append(_check("scheduler_flag", "failed", "kube-scheduler is not running", **evidence))
-    elif evidence["process_ok"] and evidence["persisted_ok"]:
-        checks.append(_check("scheduler_flag", "ok", f"--{flag}={path} on the process and in {where}", **evidence))
-    elif not evidence["persisted_ok"]:
-        checks.append(_check("scheduler_flag", "failed", f"--{flag}={path} missing from {where} (found "
-                             f"{in_persisted or 'no such flag'})", **evidence))
-    else:
-        checks.append(_check("scheduler_flag", "failed", f"the running kube-scheduler lacks --{flag}={path} "
-                             f"(found {in_process or 'no such flag'}), though {where} has it", **evidence))
+    if wanted_paths:
+        checks.append(_scheduler_flag_check(sched, flag, path, config))
 
     health = sched.get("health") or {}
     evidence = {"url": health.get("url") or want.get("health_url") or "", "status": health.get("status"),

@@ -53,8 +53,17 @@ def kgn_inventory_problems(groups: dict, hostvars) -> list[str]:
         problems.extend(_check_host(host, hostvars[host]))
     # Stack names and conflicts: the stack catalog decides. No control-plane host in the inventory
     # means nobody can give kube-scheduler an extender (a managed control plane).
+    # Unless a second, in-cluster kube-scheduler carries the extenders (gpu_sharing_stacks_secondary_scheduler,
+    # a cluster-wide setting read from the first GPU node; auto = no kube_control_plane hosts).
     stacks_by_node = {host: hostvars[host].get("gpu_sharing_stacks", []) for host in gpu_nodes}
-    problems.extend(kgn_stacks.kgn_stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane)))
+    setting = hostvars[gpu_nodes[0]].get("gpu_sharing_stacks_secondary_scheduler", "auto") if gpu_nodes else "auto"
+    try:
+        secondary = kgn_stacks.kgn_secondary_scheduler(setting, control_plane)
+    except AnsibleFilterError as exc:
+        problems.append(f"inventory: {exc.message}")
+        secondary = False
+    problems.extend(kgn_stacks.kgn_stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane),
+                                                  secondary_scheduler=secondary))
     return problems
 
 

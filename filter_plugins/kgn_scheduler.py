@@ -151,10 +151,24 @@ def _merge_extenders(kept: list[dict], new: list[dict]) -> list[dict]:
 
 
 def kgn_scheduler_config(kubernetes_version: object, extenders: object, kubeconfig: object = None,
-                         existing: object = None) -> dict:
-    """Build the complete kube-scheduler config document for a Kubernetes version."""
+                         existing: object = None, in_cluster: object = False) -> dict:
+    """Build the complete kube-scheduler config document for a Kubernetes version.
+
+    ``in_cluster=True`` is for a kube-scheduler running as a pod (a second scheduler on a managed control
+    plane): kubeconfig must then be empty, and the document has no clientConnection.kubeconfig, so
+    client-go uses the pod's service account. Only for KubeSchedulerConfiguration versions (1.19+).
+    """
     variant = kgn_scheduler_variant(kubernetes_version)
     minor = int(variant["kubernetes_minor"].split(".")[1])
+    if not isinstance(in_cluster, bool):
+        raise _fail(f"kgn_scheduler_config: in_cluster must be true or false, got {in_cluster!r}")
+    if in_cluster and kubeconfig not in (None, ""):
+        raise _fail(f"kgn_scheduler_config: in_cluster is true but kubeconfig is {kubeconfig!r}; an in-cluster "
+                    "scheduler uses its service account, so pass an empty kubeconfig (or in_cluster=false)")
+    if in_cluster and variant["format"] == "policy":
+        raise _fail(f"kgn_scheduler_config: an in-cluster kube-scheduler needs a KubeSchedulerConfiguration "
+                    f"(Kubernetes 1.19+), but {kubernetes_version} takes extenders from a Policy file; upgrade the "
+                    "cluster (managed control planes run 1.19+) or run kube-scheduler on a control-plane host")
     if extenders is None:
         extenders = []
     if not isinstance(extenders, list):
@@ -176,7 +190,7 @@ def kgn_scheduler_config(kubernetes_version: object, extenders: object, kubeconf
                     f"from_yaml/from_json) or omitted, got {type(existing).__name__}")
 
     try:
-        document, merged, spelling = _document(minor, new, kubeconfig, existing)
+        document, merged, spelling = _document(minor, new, kubeconfig, existing, in_cluster)
     except SchedulerConfigError as err:
         raise _fail(str(err)) from None
     try:
@@ -188,7 +202,8 @@ def kgn_scheduler_config(kubernetes_version: object, extenders: object, kubeconf
     return _plain(document)
 
 
-def _document(minor: int, new: list[dict], kubeconfig: object, existing: dict | None) -> tuple[dict, list, str]:
+def _document(minor: int, new: list[dict], kubeconfig: object, existing: dict | None,
+              in_cluster: bool = False) -> tuple[dict, list, str]:
     """The document without extenders, the merged extenders and their spelling."""
     target = _target_api(minor)
     source = classify(existing) if existing is not None else None
@@ -217,14 +232,16 @@ def _document(minor: int, new: list[dict], kubeconfig: object, existing: dict | 
             if not isinstance(kubeconfig, str):
                 raise _fail(f"kgn_scheduler_config: kubeconfig must be a path string, got {type(kubeconfig).__name__}")
             connection["kubeconfig"] = kubeconfig
-        if not connection.get("kubeconfig"):
+        if in_cluster:
+            connection.pop("kubeconfig", None)  # empty: client-go's in-cluster config (service account)
+        elif not connection.get("kubeconfig"):
             raise _fail(
                 "kgn_scheduler_config: kubeconfig is empty and the existing config has no clientConnection.kubeconfig;"
                 " pass the scheduler's kubeconfig path (e.g. /etc/kubernetes/scheduler.conf): with --config, "
                 "kube-scheduler ignores the --kubeconfig flag"
             )
         document = {"apiVersion": f"{GROUP}/{target}", "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": connection, **carried}
+                    **({"clientConnection": connection} if connection else {}), **carried}
         spelling = "config"
 
     return document, _merge_extenders(kept, new), spelling

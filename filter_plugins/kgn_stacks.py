@@ -7,6 +7,9 @@ Filters:
                        scheduler filters (kgn_scheduler.py) take
   kgn_stack_problems   conflicts and bad input, as a list of messages (empty = fine); the validate
                        playbook fails on a non-empty list before any host is touched
+  kgn_stack_service_urls  in-cluster base URLs of the extender Services (for an in-cluster scheduler)
+  kgn_secondary_scheduler  whether a second, in-cluster kube-scheduler carries the extenders (managed
+                       control plane): from gpu_sharing_stacks_secondary_scheduler and the inventory
 
 Sources (keys from shared/reference/version-facts.md and the seeds):
   gpushare   seeds/gpushare-on-kubeasz-1.23.md, seeds/gpu-sharing-design-policy-json-mps.md
@@ -226,13 +229,15 @@ def _node_stacks(stacks_by_node):
     return [("(all GPU nodes)", stacks_by_node)]
 
 
-def kgn_stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=True):
+def kgn_stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=True, secondary_scheduler=False):
     """Problems with the chosen stacks, as a list of messages (empty list = no problem).
 
     ``stacks_by_node``: a dict node -> list of stacks (per host gpu_sharing_stacks), or one list
     for the whole cluster. ``scheduler_changeable``: false for a managed control plane (EKS, GKE,
     AKS, OKE ...) where kube-scheduler cannot be given an extender. ``check_claims=False`` skips the
     per-node check, for a cluster-wide list whose stacks run on different nodes (selected by labels).
+    ``secondary_scheduler``: true when a second kube-scheduler carrying the extenders is deployed in
+    the cluster (gpu_sharing_stacks_secondary_scheduler); then an unchangeable scheduler is no problem.
     """
     problems = []
     union = []
@@ -259,15 +264,53 @@ def kgn_stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=T
         )
     if not isinstance(scheduler_changeable, bool):
         problems.append(f"scheduler_changeable must be true or false, got {scheduler_changeable!r}")
-    elif not scheduler_changeable:
+    elif not isinstance(secondary_scheduler, bool):
+        problems.append(f"secondary_scheduler must be true or false, got {secondary_scheduler!r}")
+    elif not scheduler_changeable and not secondary_scheduler:
         for stack in (s for s in union if _CATALOG[s]["extender"]):
             problems.append(
                 f"stack {stack} needs a kube-scheduler extender, but this cluster's kube-scheduler cannot be "
-                f"changed (managed control plane, or no kube_control_plane hosts in the inventory). Instead: use "
-                f"nvidia_device_plugin with time-slicing or MPS sharing (no extender needed), or add the control "
-                f"plane hosts to kube_control_plane if you do run them"
+                f"changed (managed control plane, or no kube_control_plane hosts in the inventory) and "
+                f"gpu_sharing_stacks_secondary_scheduler is false. Instead: set "
+                f"gpu_sharing_stacks_secondary_scheduler to auto or true (a second kube-scheduler with the "
+                f"extender runs in the cluster; GPU pods set schedulerName), use nvidia_device_plugin with "
+                f"time-slicing or MPS sharing (no extender needed), or add the control plane hosts to "
+                f"kube_control_plane if you do run them"
             )
     return problems
+
+
+def kgn_stack_service_urls(stacks, namespace):
+    """In-cluster base URL of each chosen extender stack's Service: ``{stack: http://<svc>.<ns>.svc:<port>}``.
+
+    For a kube-scheduler that runs as a pod (the secondary scheduler on a managed control plane), which
+    reaches the extender through the Service's ClusterIP DNS name instead of the host's NodePort.
+    """
+    names = _stack_list(stacks)
+    if not isinstance(namespace, str) or not namespace.strip():
+        raise AnsibleFilterError(f"namespace must be a Kubernetes namespace name, got {namespace!r}; "
+                                 "set gpu_sharing_stacks_namespace")
+    return {
+        name: f"http://{_CATALOG[name]['service']['name']}.{namespace.strip()}.svc:{_CATALOG[name]['service']['port']}"
+        for name in names if _CATALOG[name]["extender"]
+    }
+
+
+def kgn_secondary_scheduler(setting, control_plane_hosts):
+    """True when a second kube-scheduler with the stacks' extenders is deployed inside the cluster.
+
+    ``setting`` is gpu_sharing_stacks_secondary_scheduler: ``true``, ``false`` or ``"auto"`` (= when
+    ``control_plane_hosts``, the inventory's kube_control_plane hosts, is empty: a managed control plane).
+    """
+    if isinstance(setting, bool):
+        return setting
+    if isinstance(setting, str) and setting.lower() in ("true", "false"):  # -e on the command line gives strings
+        return setting.lower() == "true"
+    if setting == "auto":
+        return not control_plane_hosts
+    raise AnsibleFilterError(
+        f"gpu_sharing_stacks_secondary_scheduler must be auto, true or false, got {setting!r}"
+    )
 
 
 def kgn_stack_image(image, mirror=""):
@@ -297,4 +340,6 @@ class FilterModule:
             "kgn_stack_extenders": kgn_stack_extenders,
             "kgn_stack_problems": kgn_stack_problems,
             "kgn_stack_image": kgn_stack_image,
+            "kgn_secondary_scheduler": kgn_secondary_scheduler,
+            "kgn_stack_service_urls": kgn_stack_service_urls,
         }

@@ -410,3 +410,19 @@ def test_scheduler_never_configured_is_not_called_removed():
     checks, _ = judge({"scheduler": sched, "api": API_OK}, CP_EXPECTED)
     assert causes(checks["scheduler_flag"]) == ["scheduler_never_configured"]
     assert causes(checks["scheduler_config"]) == ["scheduler_config_missing"]
+
+
+def test_scheduler_without_extender_stacks_is_left_alone():
+    """A device-plugin-only cluster: the role does not touch kube-scheduler, and verify agrees."""
+    expected = copy.deepcopy(CP_EXPECTED)
+    expected.update(stacks=["nvidia_device_plugin"], stack_args=[])
+    expected["scheduler"]["extender_paths"] = []
+    sched = copy.deepcopy(SCHED_OK)
+    sched["persisted"]["flags"] = {}
+    sched["process"]["flags"] = {}
+    sched["config"] = {"exists": False, "extender_urls": []}
+    checks, verdict = judge({"scheduler": sched, "api": API_OK}, expected)
+    assert checks["scheduler_config"]["status"] == "skipped"
+    assert checks["scheduler_flag"]["status"] == "skipped"
+    assert checks["scheduler_health"]["status"] == "ok"
+    assert verdict == "ok"

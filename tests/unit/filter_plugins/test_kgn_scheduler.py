@@ -492,3 +492,32 @@ def test_binder_in_existing_plus_new_binder_is_refused():
 def test_config_checks_the_version_first(given):
     with pytest.raises(AnsibleFilterError, match="kgn_scheduler_variant"):
         config(given, [gpushare()], "/k")
+
+
+@pytest.mark.parametrize("version", ["1.19", "1.25", "1.30"])
+def test_in_cluster_config_has_no_kubeconfig_and_keeps_the_extenders(version):
+    existing = {"apiVersion": "kubescheduler.config.k8s.io/v1beta1" if version == "1.19"
+                else "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": True, "resourceName": "kgn-gpu-scheduler"},
+                "profiles": [{"schedulerName": "kgn-gpu-scheduler"}]}
+    doc = config(version, [gpushare()], "", existing, True)
+    assert "clientConnection" not in doc
+    assert doc["profiles"] == [{"schedulerName": "kgn-gpu-scheduler"}]
+    assert doc["leaderElection"]["resourceName"] == "kgn-gpu-scheduler"
+    assert [e["urlPrefix"] for e in doc["extenders"]] == [gpushare()["url_prefix"]]
+
+
+def test_in_cluster_drops_only_the_kubeconfig_of_an_existing_connection():
+    existing = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": "/etc/kubernetes/scheduler.conf", "qps": 50}}
+    assert config("1.30", [], None, existing, True)["clientConnection"] == {"qps": 50}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("1.30", [], "/etc/kubernetes/scheduler.conf", None, True), "pass an empty kubeconfig"),
+    (("1.18", [], "", None, True), "needs a KubeSchedulerConfiguration"),
+    (("1.30", [], "", None, "yes"), "in_cluster must be true or false"),
+])
+def test_in_cluster_refuses_a_kubeconfig_a_policy_version_and_a_non_bool(args, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        config(*args)

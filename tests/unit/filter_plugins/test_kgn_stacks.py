@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from kgn_scheduler import kgn_scheduler_config
-from kgn_stacks import STACKS, kgn_stack_catalog, kgn_stack_extenders, kgn_stack_image, kgn_stack_problems
+from kgn_stacks import (
+    STACKS,
+    kgn_secondary_scheduler,
+    kgn_stack_catalog,
+    kgn_stack_extenders,
+    kgn_stack_image,
+    kgn_stack_problems,
+    kgn_stack_service_urls,
+)
 
 URLS = {
     "gpushare": "http://127.0.0.1:32766",
@@ -121,7 +129,26 @@ def test_extender_stack_on_managed_control_plane_says_what_to_do_instead():
     [problem] = kgn_stack_problems(["elastic_gpu"], False)
     assert "stack elastic_gpu needs a kube-scheduler extender" in problem
     assert "nvidia_device_plugin with time-slicing or MPS" in problem
+    assert "set gpu_sharing_stacks_secondary_scheduler to auto or true" in problem
     assert kgn_stack_problems(["nvidia_device_plugin"], False) == []
+
+
+def test_extender_stack_on_managed_control_plane_is_fine_with_a_secondary_scheduler():
+    assert kgn_stack_problems(["elastic_gpu"], False, True, True) == []
+    assert kgn_stack_problems({"gpu1": ["gpushare"], "gpu2": ["nano_gpu"]}, False, True, True) != []
+    assert "secondary_scheduler must be true or false" in kgn_stack_problems(["gpushare"], False, True, "auto")[0]
+
+
+@pytest.mark.parametrize(("setting", "control_plane", "expected"), [
+    ("auto", [], True), ("auto", ["cp1"], False), (True, ["cp1"], True), (False, [], False), ("false", [], False),
+])
+def test_secondary_scheduler_setting(setting, control_plane, expected):
+    assert kgn_secondary_scheduler(setting, control_plane) is expected
+
+
+def test_secondary_scheduler_refuses_other_values():
+    with pytest.raises(AnsibleFilterError, match="gpu_sharing_stacks_secondary_scheduler must be auto"):
+        kgn_secondary_scheduler("yes", [])
 
 
 def test_bad_values_become_problems_not_tracebacks():
@@ -167,3 +194,12 @@ def test_images_go_through_the_registry_mirror(image, mirror, expected):
 def test_bad_images_and_mirrors_are_refused(image, mirror, message):
     with pytest.raises(AnsibleFilterError, match=message):
         kgn_stack_image(image, mirror)
+
+
+def test_service_urls_are_the_in_cluster_dns_names_of_the_extender_services():
+    urls = kgn_stack_service_urls(["nvidia_device_plugin", "elastic_gpu"], "kube-system")
+    assert urls == {"elastic_gpu": "http://elastic-gpu-scheduler.kube-system.svc:39999"}
+    [ext] = kgn_stack_extenders(["elastic_gpu"], urls)
+    assert ext["url_prefix"] == "http://elastic-gpu-scheduler.kube-system.svc:39999/scheduler"
+    with pytest.raises(AnsibleFilterError, match="set gpu_sharing_stacks_namespace"):
+        kgn_stack_service_urls(["gpushare"], "")
