@@ -51,6 +51,15 @@ CONFIGS = {  # a cluster runs several stacks on different nodes; together these 
                        "gpu_sharing_stacks_device_plugin_release": "v0.11.0", "gpu_sharing_stacks_gpushare_mps": True},
 }
 HOSTS = {f"k{v.replace('.', '-')}-{c}": (v, c) for v in VERSIONS for c in CONFIGS}
+# Managed control plane (OKE seed): no kube_control_plane host, so a second kube-scheduler with the extender
+# is rendered (gpu_sharing_stacks_secondary_scheduler auto). Only KubeSchedulerConfiguration versions.
+MANAGED = {"managed-egpu": {"gpu_sharing_stacks": ["elastic_gpu"], "gpu_sharing_stacks_samples_enabled": True},
+           "managed-gs": {"gpu_sharing_stacks": ["gpushare"], "gpu_sharing_stacks_samples_enabled": True,
+                          "gpu_sharing_stacks_namespace": "gpu-system",
+                          "gpu_sharing_stacks_registry_mirror": "mirror.local:5000"}}
+MANAGED_VERSIONS = ["1.25.16", "1.30.4"]
+CONFIGS.update(MANAGED)
+HOSTS.update({f"k{v.replace('.', '-')}-{c}": (v, c) for v in MANAGED_VERSIONS for c in MANAGED})
 
 
 def _old_schemas() -> Path:
@@ -108,7 +117,14 @@ def _validate(doc: dict, version: str) -> None:
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("stacks")
-    inventory = {"all": {"hosts": {host: {"kubernetes_version": v, **CONFIGS[c]} for host, (v, c) in HOSTS.items()}}}
+    inventory = {"all": {"hosts": {host: {"kubernetes_version": v, **CONFIGS[c]} for host, (v, c) in HOSTS.items()},
+                         # render_stacks.yml reads kube_control_plane: the managed hosts set the setting instead
+                         "children": {"kube_control_plane": {"hosts": {h: None for h, (_, c) in HOSTS.items()
+                                                                       if c not in MANAGED}}}},
+                 }
+    for host, (_, config) in HOSTS.items():
+        if config in MANAGED:
+            inventory["all"]["hosts"][host]["gpu_sharing_stacks_secondary_scheduler"] = True
     (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
     env = {**os.environ, "ANSIBLE_FORKS": "10", "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml"}
     result = subprocess.run(
@@ -135,7 +151,8 @@ def test_every_manifest_is_valid_for_its_kubernetes_version(rendered, host):
     version, _ = HOSTS[host]
     docs = _documents(rendered, host)
     removed = set(kgn_manifest_removed_apis(version))
-    custom = _crd_schemas(_documents(rendered, f"k{version.replace('.', '-')}-dp-egpu"))
+    egpu_host = f"k{version.replace('.', '-')}-dp-egpu"
+    custom = _crd_schemas(docs + (_documents(rendered, egpu_host) if (rendered / egpu_host).exists() else []))
     for path, doc in docs:
         where = f"{path.relative_to(rendered)} {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
         assert f"{doc['apiVersion']}/{doc['kind']}" not in removed, f"{where}: {doc['apiVersion']} removed in {version}"
@@ -236,6 +253,61 @@ def test_elastic_gpu_has_four_crds_and_the_seed_agent_placement(rendered):
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in agent["tolerations"]
 
 
+def _in_cluster_scheduler_schema() -> dict:
+    """tests/schemas/kube-scheduler/v1.json, except that clientConnection may be absent: an in-cluster
+    kube-scheduler has no kubeconfig (client-go uses the pod's service account); everything else stays strict."""
+    schema = json.loads((TOP / "tests" / "schemas" / "kube-scheduler" / "v1.json").read_text())
+    schema["required"] = [r for r in schema["required"] if r != "clientConnection"]
+    return schema
+
+
+@pytest.mark.parametrize("version", MANAGED_VERSIONS)
+@pytest.mark.parametrize(("config", "stack", "namespace", "image"), [
+    ("managed-egpu", "elastic_gpu", "kube-system", "registry.k8s.io/kube-scheduler:v"),
+    ("managed-gs", "gpushare", "gpu-system", "mirror.local:5000/kube-scheduler:v"),
+])
+def test_managed_control_plane_gets_a_second_scheduler_with_the_extender(rendered, version, config, stack,
+                                                                         namespace, image):
+    from kgn_stacks import kgn_stack_catalog
+
+    host = f"k{version.replace('.', '-')}-{config}"
+    service = kgn_stack_catalog([stack])[stack]["service"]
+    rendered_service = _by_kind(rendered, host, "Service", service["name"])
+    assert rendered_service["spec"]["ports"][0]["port"] == service["port"]
+    deployment = _by_kind(rendered, host, "Deployment", "kgn-gpu-scheduler")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == image + version
+    assert "--config=/etc/kubernetes/kgn-gpu-scheduler/config.yaml" in pod["containers"][0]["command"]
+    assert pod["serviceAccountName"] == "kgn-gpu-scheduler" and deployment["metadata"]["namespace"] == namespace
+    bindings = {d["roleRef"]["name"] for _, d in _documents(rendered, host)
+                if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].startswith("kgn-gpu-scheduler")}
+    assert bindings == {"system:kube-scheduler", "system:volume-scheduler"}
+    scheduler = yaml.safe_load(_by_kind(rendered, host, "ConfigMap", "kgn-gpu-scheduler-config")["data"]["config.yaml"])
+    jsonschema.Draft202012Validator(_in_cluster_scheduler_schema()).validate(scheduler)
+    assert "clientConnection" not in scheduler
+    assert scheduler["profiles"] == [{"schedulerName": "kgn-gpu-scheduler"}]
+    assert scheduler["leaderElection"]["resourceName"] == "kgn-gpu-scheduler"
+    [extender] = scheduler["extenders"]
+    assert extender["urlPrefix"].startswith(f"http://{service['name']}.{namespace}.svc:{service['port']}/")
+    pods = [d for _, d in _documents(rendered, host) if d["kind"] in ("Pod", "Deployment")
+            and d["metadata"]["namespace"] == "default"]
+    assert pods and all((p["spec"].get("template", {}).get("spec") or p["spec"])["schedulerName"]
+                        == "kgn-gpu-scheduler" for p in pods)
+
+
+def test_in_cluster_schema_still_rejects_a_misspelled_field():
+    with pytest.raises(jsonschema.ValidationError, match="schedulername"):
+        jsonschema.Draft202012Validator(_in_cluster_scheduler_schema()).validate(
+            {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+             "profiles": [{"schedulername": "x"}]})
+
+
+def test_self_managed_control_plane_gets_no_second_scheduler(rendered):
+    docs = _documents(rendered, "k1-30-4-dp-egpu")
+    assert not [d for _, d in docs if d["metadata"]["name"].startswith("kgn-gpu-scheduler")]
+    assert not [d for _, d in docs if d["kind"] == "Pod" and "schedulerName" in d["spec"]]
+
+
 BAD = {
     "two-binders": ({"kubernetes_version": "1.23.1", "gpu_sharing_stacks": ["gpushare", "nano_gpu"]},
                     "stacks gpushare and nano_gpu both bind pods"),
@@ -248,6 +320,9 @@ BAD = {
                                 "gpu_sharing_stacks_device_plugin_sharing": "time-slicing"},
                                "but nvidia_device_plugin is not in gpu_sharing_stacks"),
     "unknown-stack": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["hami"]}, "unknown stack(s) 'hami'"),
+    "managed-policy-era": ({"kubernetes_version": "1.18.20", "gpu_sharing_stacks": ["nano_gpu"],
+                            "gpu_sharing_stacks_secondary_scheduler": True},
+                           "which takes extenders from a Policy file only"),
 }
 
 

@@ -1,0 +1,123 @@
+"""playbooks/render.yml writes every file per host under render_dir, contacting no host.
+
+The example inventories point at addresses that do not exist here, so a run that tried to connect
+to any of them would fail: a green run is the proof that rendering needs no host.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+TOP = Path(__file__).resolve().parents[2]
+
+
+def render(inventory: str, out: Path) -> Path:
+    result = subprocess.run(
+        ["ansible-playbook", "playbooks/render.yml", "-i", inventory, "-e", f"render_dir={out}"],
+        cwd=TOP, capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Path:
+    return render("inventories/lab/hosts.yml", tmp_path_factory.mktemp("lab"))
+
+
+@pytest.fixture(scope="module")
+def kubeasz(tmp_path_factory) -> Path:
+    return render("inventories/examples/kubeasz-1.23-gpushare", tmp_path_factory.mktemp("kubeasz"))
+
+
+@pytest.fixture(scope="module")
+def centos7(tmp_path_factory) -> Path:
+    return render("inventories/examples/centos7-docker18-k8s1.16-device-plugin", tmp_path_factory.mktemp("c7"))
+
+
+def test_relative_render_dir_is_refused():
+    result = subprocess.run(
+        ["ansible-playbook", "playbooks/render.yml", "-e", "render_dir=render"],
+        cwd=TOP, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode != 0
+    assert "absolute folder" in result.stdout
+
+
+def test_lab_docker_node_gets_nvidia_as_default_runtime(lab):
+    daemon = json.loads((lab / "kgn-gpu-docker/etc/docker/daemon.json").read_text())
+    assert daemon["default-runtime"] == "nvidia"
+    assert daemon["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+
+
+def test_lab_containerd_node_gets_a_drop_in_with_nvidia_default(lab):
+    drop_in = tomllib.loads((lab / "kgn-gpu-containerd/etc/containerd/conf.d/99-nvidia.toml").read_text())
+    cri = drop_in["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert cri["default_runtime_name"] == "nvidia"
+    assert cri["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    config = tomllib.loads((lab / "kgn-gpu-containerd/etc/containerd/config.toml").read_text())
+    assert "/etc/containerd/conf.d/99-nvidia.toml" in config["imports"]
+
+
+def test_lab_gpu_nodes_get_signed_by_sources_and_the_driver_pin(lab):
+    for host in ("kgn-gpu-docker", "kgn-gpu-containerd"):
+        source = (lab / host / "etc/apt/sources.list.d/nvidia-container-toolkit.list").read_text()
+        assert "signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg" in source
+        assert "file:///srv/kgn-nvidia-repo" in source
+        assert "blacklist nouveau" in (lab / host / "etc/modprobe.d/kgn-blacklist-nouveau.conf").read_text()
+        assert "Pin-Priority: 1001" in (lab / host / "etc/apt/preferences.d/kgn-nvidia-driver.pref").read_text()
+
+
+def test_lab_kubeasz_control_plane_gets_v1beta3_config_and_a_systemd_drop_in(lab):
+    host = lab / "kgn-cp-kubeasz"
+    config = yaml.safe_load((host / "etc/kubernetes/scheduler-policy-config.yaml").read_text())
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1beta3"
+    assert config["clientConnection"]["kubeconfig"] == "/etc/kubernetes/kube-scheduler.kubeconfig"
+    assert [e["urlPrefix"].rsplit("/", 1)[-1] for e in config["extenders"]] == ["gpushare-scheduler"]
+    drop_ins = list((host / "etc/systemd/system/kube-scheduler.service.d").glob("*.conf"))
+    assert len(drop_ins) == 1
+    assert drop_ins[0].read_text().count("--config=/etc/kubernetes/scheduler-policy-config.yaml") == 1
+    assert not (host / "etc/kubernetes/manifests").exists()
+    gpushare = host / "etc/kubernetes/kube-gpu-nodes/stacks/gpushare"
+    assert "--memory-unit=GiB" in (gpushare / "device-plugin-daemonset-plain.yml").read_text()
+
+
+def test_lab_kubeadm_control_plane_renders_the_device_plugin(lab):
+    host = lab / "kgn-cp-kubeadm"
+    daemonset = yaml.safe_load((host / "etc/kubernetes/kube-gpu-nodes/stacks/nvidia_device_plugin/daemonset-v0.12.yml")
+                               .read_text())
+    assert daemonset["apiVersion"] == "apps/v1"
+    assert daemonset["kind"] == "DaemonSet"
+
+
+def test_seed_kubeasz_single_node_gets_both_roles_files(kubeasz):
+    host = kubeasz / "node-101"
+    config = yaml.safe_load((host / "etc/kubernetes/scheduler-policy-config.yaml").read_text())
+    extender = config["extenders"][0]
+    assert extender["urlPrefix"].endswith(":32766/gpushare-scheduler")
+    assert extender["enableHTTPS"] is False
+    assert extender["managedResources"] == [{"name": "aliyun.com/gpu-mem", "ignoredByScheduler": False}]
+    assert json.loads((host / "etc/docker/daemon.json").read_text())["default-runtime"] == "nvidia"
+
+
+def test_seed_centos7_k8s_1_16_gets_no_scheduler_change_and_an_old_layout_device_plugin(centos7):
+    # The NVIDIA device plugin needs no extender: kube-scheduler is not touched on 1.16.
+    master = centos7 / "master1"
+    assert not (master / "etc/kubernetes/scheduler-policy-config.json").exists() or json.loads(
+        (master / "etc/kubernetes/scheduler-policy-config.json").read_text()
+    ).get("extenders", []) == []
+    manifests = list((master / "etc/kubernetes/kube-gpu-nodes/stacks/nvidia_device_plugin").glob("*.yml"))
+    assert manifests
+    for manifest in manifests:
+        for doc in yaml.safe_load_all(manifest.read_text()):
+            if doc and doc.get("kind") == "DaemonSet":
+                assert doc["apiVersion"] == "apps/v1"
+    for gpu in ("gpu1", "gpu2", "gpu3"):
+        daemon = json.loads((centos7 / gpu / "etc/docker/daemon.json").read_text())
+        assert daemon["default-runtime"] == "nvidia"
