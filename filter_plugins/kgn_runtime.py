@@ -8,7 +8,6 @@ Every filter is a pure function over plain data and returns plain types. Documen
 from __future__ import annotations
 
 import copy
-import datetime
 import fnmatch
 import json
 import os
@@ -18,6 +17,7 @@ import tomllib
 from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
+from kgn_plain import NotPlainError, to_plain
 from kgn_version import VersionError, parse_version
 
 NVIDIA_RUNTIME = "nvidia"
@@ -36,24 +36,10 @@ def _version(value: object, what: str) -> tuple[int, int, int]:
 
 
 def _plain(value: object) -> object:
-    """Deep copy into builtin types (Ansible 2.19 hands filters tagged subclasses)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if value is None:
-        return None
-    raise AnsibleFilterError(f"unsupported value of type {type(value).__name__}: {value!r}")
+    try:
+        return to_plain(value)
+    except NotPlainError as err:
+        raise AnsibleFilterError(f"unsupported value of type {err}") from None
 
 
 def _mapping(value: object, what: str) -> dict:

@@ -19,6 +19,7 @@ import sys
 from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
+from kgn_plain import NotPlainError, to_plain
 from kgn_scheduler_api import (
     GROUP,
     POLICY_LAST_MINOR,
@@ -42,21 +43,11 @@ POLICY_FLAGS = ("--policy-config-file", "--policy-configmap", "--policy-configma
 
 
 def _plain(value: object) -> object:
-    """Deep copy into plain Python types (no lazy/tagged container or string subclasses leak to Ansible)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    raise AnsibleFilterError(f"kgn_scheduler_config: cannot represent {value!r} ({type(value).__name__}) in a "
-                             "scheduler config; use strings, numbers, booleans, lists and mappings")
+    try:
+        return to_plain(value)
+    except NotPlainError as err:
+        raise AnsibleFilterError(f"kgn_scheduler_config: cannot represent {err} in a scheduler config; use "
+                                 "strings, numbers, booleans, lists and mappings") from None
 
 
 def _fail(message: str) -> AnsibleFilterError:
