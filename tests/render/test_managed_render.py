@@ -1,0 +1,47 @@
+"""playbooks/render.yml on the OKE seed inventory (managed control plane: kube_control_plane is empty).
+
+The cluster-level manifests are rendered under render_dir/localhost/ (no control-plane host to render
+under), with the second kube-scheduler that carries the elastic-gpu extender; turning it off is refused
+by the validate play before anything is written.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+TOP = Path(__file__).resolve().parents[2]
+OKE = "inventories/examples/oke-elastic-gpu"
+STACKS = "localhost/var/tmp/kube-gpu-nodes/stacks"  # gpu_sharing_stacks_manifest_dir of the OKE inventory
+
+
+def _render(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ansible-playbook", "playbooks/render.yml", "-i", OKE, "-e", f"render_dir={out}", *extra],
+        cwd=TOP, capture_output=True, text=True, timeout=900, check=False,
+    )
+
+
+def test_oke_renders_the_second_scheduler_with_the_elastic_gpu_extender(tmp_path):
+    result = _render(tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    stacks = tmp_path / STACKS
+    assert sorted(p.name for p in (stacks / "elastic_gpu").iterdir())[0] == "agent.yml"
+    [config_map] = yaml.safe_load_all((stacks / "secondary_scheduler/config.yml").read_text())
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"  # kubernetes_version 1.25.4
+    assert [e["urlPrefix"] for e in config["extenders"]] == [
+        "http://elastic-gpu-scheduler.kube-system.svc:39999/scheduler"]
+    assert config["profiles"] == [{"schedulerName": "kgn-gpu-scheduler"}]
+    [deployment] = yaml.safe_load_all((stacks / "secondary_scheduler/deployment.yml").read_text())
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-scheduler:v1.25.4"
+
+
+def test_oke_without_the_second_scheduler_is_refused_before_anything_is_written(tmp_path):
+    result = _render(tmp_path, "-e", "gpu_sharing_stacks_secondary_scheduler=false")
+    assert result.returncode != 0
+    assert "stack elastic_gpu needs a kube-scheduler extender" in result.stdout
+    assert "set gpu_sharing_stacks_secondary_scheduler to auto or true" in result.stdout
+    assert not any(tmp_path.rglob("*.yml"))
