@@ -85,8 +85,8 @@ molecule_all() {
 
 lab() {
   step "lab: fresh nodes up and laid out" bash -c 'bash scripts/lab/lab.sh down && bash scripts/lab/lab.sh up' || return
-  step "lab: site.yml converges" bash -c 'ansible-playbook site.yml | tee .cache/test-logs/site-1.out'
-  step "lab: second site.yml run reports changed=0 on every host" bash -c \
+  step "lab: site.yml converges" bash -o pipefail -c 'ansible-playbook site.yml | tee .cache/test-logs/site-1.out'
+  step "lab: second site.yml run reports changed=0 on every host" bash -o pipefail -c \
     'ansible-playbook site.yml | tee .cache/test-logs/site-2.out && scripts/check-recap.py --unchanged .cache/test-logs/site-2.out'
   step "lab: site.yml --check --diff runs without errors" ansible-playbook site.yml --check --diff
 }
