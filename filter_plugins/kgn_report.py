@@ -81,6 +81,14 @@ def _labels_cell(checks):
     return ", ".join(f"{k}={v}" for k, v in sorted(expected.items())) or "-"
 
 
+def _scheduler_cell(scheduler):
+    if not scheduler:
+        return "-"
+    if not scheduler.get("extender_paths"):
+        return "unchanged (no extender needed)"
+    return f"{scheduler.get('variant') or '?'} (--{(scheduler.get('flag') or '').lstrip('-')})"
+
+
 def kgn_report_row(observed, expected, checks, verdict):
     """One host's report row (plain dict): the table columns plus its checks."""
     for value, what in ((observed, "observed"), (expected, "expected")):
@@ -98,8 +106,7 @@ def kgn_report_row(observed, expected, checks, verdict):
         "driver": _driver_cell(observed.get("gpu") or {}) if gpu_node else "-",
         "cuda": ((observed.get("gpu") or {}).get("smi") or {}).get("cuda_version") or "-" if gpu_node else "-",
         "runtime": _runtime_cell(observed.get("runtime") or {}) if gpu_node else "-",
-        "scheduler": (f"{scheduler.get('variant') or '?'} (--{(scheduler.get('flag') or '').lstrip('-')})"
-                      if scheduler else "-"),
+        "scheduler": _scheduler_cell(scheduler),
         "labels": _labels_cell(checks) if gpu_node else "-",
         "stack": ", ".join(expected.get("stacks") or []) or "-",
         "verdict": verdict,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import kgn_diagnose as d
@@ -34,6 +35,14 @@ def test_control_plane_row_shows_the_scheduler_variant_and_flag():
     assert row["role"] == "control plane"
     assert row["scheduler"] == "v1beta3 (--config)"
     assert row["gpu"] == "-"
+
+
+def test_control_plane_without_extender_stacks_says_the_scheduler_is_unchanged():
+    expected = copy.deepcopy(CP_EXPECTED)
+    expected["stacks"] = ["nvidia_device_plugin"]
+    expected["scheduler"]["extender_paths"] = []
+    row = row_for({"scheduler": SCHED_OK, "api": {"reachable": False}}, expected)
+    assert row["scheduler"] == "unchanged (no extender needed)"
 
 
 def test_gpu_less_row_says_none_and_installed_driver():
