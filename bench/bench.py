@@ -51,29 +51,37 @@ def remove_bench_nodes() -> None:
         subprocess.run(["docker", "volume", "rm", "-f", *vols], capture_output=True, check=True)
 
 
-def write_inventory(path: Path, n: int) -> list[str]:
-    """The lab's kubeadm cluster with N GPU nodes in place of its single one."""
+def write_inventory(folder: Path, n: int) -> list[str]:
+    """The lab's kubeadm cluster (its group_vars, linked) with N trixie GPU nodes in place of its one."""
     nodes = [f"{NODE_PREFIX}{i:02d}" for i in range(1, n + 1)]
-    lines = [
-        "---",
-        "all:",
-        "  vars:",
-        "    ansible_connection: community.docker.docker",
-        "    ansible_python_interpreter: /usr/bin/python3",
-        "    kube_scheduler_style: auto",
-        "    container_runtime: auto",
-        '    kubernetes_version: "1.30.4"',
-        "    gpu_sharing_stacks: [nvidia_device_plugin]",
-        "  children:",
-        "    kube_control_plane:",
-        "      hosts:",
-        "        kgn-cp-kubeadm:",
-        "          lab_control_plane_style: kubeadm",
-        "    gpu_nodes:",
-        "      hosts:",
-        *[f"        {node}:\n          lab_gpu_node_engine: containerd" for node in nodes],
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    folder.mkdir(parents=True)
+    (folder / "group_vars").symlink_to(TOP / "inventories" / "lab" / "group_vars")
+    (folder / "host_vars").mkdir()
+    trixie_node_vars = TOP / "inventories" / "lab" / "host_vars" / "kgn-gpu-containerd.yml"
+    for node in nodes:
+        (folder / "host_vars" / f"{node}.yml").symlink_to(trixie_node_vars)
+    gpu_hosts = "".join(f"        {node}:\n          lab_gpu_node_engine: containerd\n" for node in nodes)
+    member_hosts = "".join(f"        {node}:\n" for node in nodes)
+    (folder / "hosts.yml").write_text(
+        "---\n"
+        "all:\n"
+        "  vars:\n"
+        "    ansible_connection: community.docker.docker\n"
+        "    ansible_python_interpreter: /usr/bin/python3\n"
+        "  children:\n"
+        "    kube_control_plane:\n"
+        "      hosts:\n"
+        "        kgn-cp-kubeadm:\n"
+        "          lab_control_plane_style: kubeadm\n"
+        "    gpu_nodes:\n"
+        "      hosts:\n"
+        f"{gpu_hosts}"
+        "    lab_kubeadm:\n"
+        "      hosts:\n"
+        "        kgn-cp-kubeadm:\n"
+        f"{member_hosts}",
+        encoding="utf-8",
+    )
     return nodes
 
 
@@ -108,7 +116,7 @@ def timed_playbook(inventory: Path, out_dir: Path, label: str) -> dict:
 
 def bench_size(n: int, out_dir: Path, cold: bool) -> dict:
     remove_bench_nodes()
-    inventory = out_dir / f"inventory-{n}.yml"
+    inventory = out_dir / f"inventory-{n}{'-cold' if cold else ''}"
     nodes = write_inventory(inventory, n)
     if cold:
         for deb in (CACHE / "apt").glob("*.deb"):
