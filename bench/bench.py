@@ -132,16 +132,6 @@ def bench_size(n: int, out_dir: Path, cold: bool) -> dict:
     return {"n": n, "cold": cold, "converge": first, "noop": noop}
 
 
-def slope(points: list[tuple[int, float]]) -> float | None:
-    """Least-squares seconds per additional node."""
-    if len(points) < 2:
-        return None
-    xs, ys = zip(*points, strict=True)
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    den = sum((x - mx) ** 2 for x in xs)
-    return round(sum((x - mx) * (y - my) for x, y in points) / den, 2) if den else None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,4,16,32")
@@ -161,7 +151,6 @@ def main() -> int:
         print(json.dumps(runs[-1]), flush=True)
     if not args.keep:
         remove_bench_nodes()
-    warm = [r for r in runs if not r["cold"]]
     result = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -171,8 +160,6 @@ def main() -> int:
             "ansible": subprocess.run(["ansible", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
         },
         "runs": runs,
-        "noop_slope_s_per_node": slope([(r["n"], r["noop"]["wall_s"]) for r in warm if r["n"] >= 4]),
-        "converge_slope_s_per_node": slope([(r["n"], r["converge"]["wall_s"]) for r in warm]),
     }
     (out_dir / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     shutil.copy(out_dir / "results.json", TOP / "bench" / "results" / "latest.json")

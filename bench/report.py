@@ -16,6 +16,26 @@ HERE = Path(__file__).resolve().parent
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
+def slope(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares seconds per additional node."""
+    if len(points) < 2:
+        return None
+    xs, ys = zip(*points, strict=True)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return round(sum((x - mx) * (y - my) for x, y in points) / den, 1) if den else None
+
+
+def slopes(result: dict) -> str:
+    warm = [r for r in result["runs"] if not r["cold"]]
+    wide = [r for r in warm if r["n"] >= 4]
+    noop_runs, span = (wide, "N >= 4") if len(wide) >= 2 else (warm, "all warm runs; fewer than two with N >= 4")
+    noop = slope([(r["n"], r["noop"]["wall_s"]) for r in noop_runs])
+    converge = slope([(r["n"], r["converge"]["wall_s"]) for r in warm])
+    return (f"No-op slope ({span}): {noop} s per additional GPU node; "
+            f"first-converge slope: {converge} s per additional GPU node.")
+
+
 def table(result: dict) -> str:
     m = result["machine"]
     rows = [
@@ -35,11 +55,7 @@ def table(result: dict) -> str:
             f"{n['wall_s']} | {n['cpu_s']} | {n['changed_total']} | {max(c['peak_rss_mib'], n['peak_rss_mib'])} | "
             f"{max(per_node) if per_node else '-'} |"
         )
-    rows += [
-        "",
-        f"No-op slope (N >= 4): {result['noop_slope_s_per_node']} s per additional GPU node; "
-        f"converge slope: {result['converge_slope_s_per_node']} s per node.",
-    ]
+    rows += ["", slopes(result)]
     return "\n".join(rows)
 
 
