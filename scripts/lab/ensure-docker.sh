@@ -22,6 +22,10 @@ fi
 if [ "$(ps -o comm= -p 1)" = systemd ]; then
   systemctl start docker
 else
+  # A daemon killed with its session leaves its pid file behind; dockerd refuses to start on it.
+  if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+    rm -f /var/run/docker.pid
+  fi
   echo "lab: starting dockerd in the background (log: /var/log/dockerd.log)"
   setsid dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
 fi
@@ -29,5 +33,6 @@ for _ in $(seq 1 60); do
   docker info >/dev/null 2>&1 && exit 0
   sleep 1
 done
-echo "lab: the Docker daemon did not answer within 60 s; see /var/log/dockerd.log" >&2
+echo "lab: the Docker daemon did not answer within 60 s; the end of /var/log/dockerd.log:" >&2
+tail -n 20 /var/log/dockerd.log >&2 || true
 exit 1
