@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from playbook_runner import render_ok
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -61,30 +59,7 @@ def rendered(tmp_path_factory) -> Path:
     (work / "hosts.yml").write_text(INVENTORY)
     (work / "play.yml").write_text(PLAY)
     out = work / "out"
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(PROJECT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(PROJECT / "roles"),
-        "ANSIBLE_FILTER_PLUGINS": str(PROJECT / "filter_plugins"),
-        "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
-    }
-    bindir = Path(sys.executable).parent
-    result = subprocess.run(
-        [
-            str(bindir / "ansible-playbook"),
-            "-i",
-            str(work / "hosts.yml"),
-            str(work / "play.yml"),
-            "-e",
-            f"render_dir={out}",
-        ],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    render_ok("-i", str(work / "hosts.yml"), str(work / "play.yml"), "-e", f"render_dir={out}")
     return out
 
 

@@ -6,13 +6,12 @@ the config file against kgn_scheduler_config and the patch (manifest or drop-in)
 """
 
 import importlib.util
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from playbook_runner import render_ok
 
 ROOT = Path(__file__).parents[2]
 VERSIONS = [
@@ -69,30 +68,8 @@ def rendered(tmp_path_factory):
             ]
         )
     )
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_FILTER_PLUGINS=str(ROOT / "filter_plugins"),
-        ANSIBLE_FORKS="4",
-    )
     out = tmp / "out"
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(tmp / "hosts.yml"),
-            str(tmp / "render.yml"),
-            "-e",
-            f"render_dir={out}",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    render_ok("-i", str(tmp / "hosts.yml"), str(tmp / "render.yml"), "-e", f"render_dir={out}")
     return hosts, out
 
 

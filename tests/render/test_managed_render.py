@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import yaml
+from playbook_runner import run_playbook
 
 TOP = Path(__file__).resolve().parents[2]
 OKE = "inventories/examples/oke-elastic-gpu"
@@ -18,10 +19,7 @@ STACKS = "localhost/var/tmp/kube-gpu-nodes/stacks"  # gpu_sharing_stacks_manifes
 
 
 def _render(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["ansible-playbook", "playbooks/render.yml", "-i", OKE, "-e", f"render_dir={out}", *extra],
-        cwd=TOP, capture_output=True, text=True, timeout=900, check=False,
-    )
+    return run_playbook("playbooks/render.yml", "-i", OKE, "-e", f"render_dir={out}", *extra)
 
 
 def test_oke_renders_the_second_scheduler_with_the_elastic_gpu_extender(tmp_path):

@@ -7,12 +7,11 @@ names are checked here, rendered from inventory data only, as `playbooks/render.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from playbook_runner import render_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,22 +76,7 @@ def rendered(tmp_path_factory) -> Path:
     inventory = {"all": {"vars": {"ansible_connection": "local", "render_dir": str(tmp / "out")}, "hosts": HOSTS}}
     (tmp / "hosts.yml").write_text(json.dumps(inventory))
     (tmp / "play.yml").write_text(PLAYBOOK)
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_FILTER_PLUGINS=str(ROOT / "filter_plugins"),
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-    )
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(tmp / "hosts.yml"), str(tmp / "play.yml")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    render_ok("-i", str(tmp / "hosts.yml"), str(tmp / "play.yml"))
     return tmp / "out"
 
 

@@ -7,22 +7,18 @@ to any of them would fail: a green run is the proof that rendering needs no host
 from __future__ import annotations
 
 import json
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+from playbook_runner import render_ok, run_playbook
 
 TOP = Path(__file__).resolve().parents[2]
 
 
 def render(inventory: str, out: Path) -> Path:
-    result = subprocess.run(
-        ["ansible-playbook", "playbooks/render.yml", "-i", inventory, "-e", f"render_dir={out}"],
-        cwd=TOP, capture_output=True, text=True, timeout=900, check=False,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    render_ok("playbooks/render.yml", "-i", inventory, "-e", f"render_dir={out}")
     return out
 
 
@@ -42,10 +38,7 @@ def centos7(tmp_path_factory) -> Path:
 
 
 def test_relative_render_dir_is_refused():
-    result = subprocess.run(
-        ["ansible-playbook", "playbooks/render.yml", "-e", "render_dir=render"],
-        cwd=TOP, capture_output=True, text=True, timeout=300, check=False,
-    )
+    result = run_playbook("playbooks/render.yml", "-e", "render_dir=render")
     assert result.returncode != 0
     assert "absolute folder" in result.stdout
 

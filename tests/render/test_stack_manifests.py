@@ -13,7 +13,6 @@ Custom resources (the elastic-gpu samples) are validated against the CRD this pr
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from playbook_runner import render_ok, run_playbook
 from referencing import Registry
 from referencing.jsonschema import DRAFT7
 
@@ -126,12 +126,7 @@ def rendered(tmp_path_factory) -> Path:
         if config in MANAGED:
             inventory["all"]["hosts"][host]["gpu_sharing_stacks_secondary_scheduler"] = True
     (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    env = {**os.environ, "ANSIBLE_FORKS": "10", "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml"}
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(work / "inventory.yml"), "tests/render/render_stacks.yml",
-         "-e", f"render_dir={work / 'out'}"],
-        cwd=TOP, env=env, capture_output=True, text=True, timeout=1200, check=False)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    render_ok("-i", str(work / "inventory.yml"), "tests/render/render_stacks.yml", "-e", f"render_dir={work / 'out'}")
     return work / "out"
 
 
@@ -329,11 +324,9 @@ BAD = {
 def test_bad_input_fails_before_anything_is_written(tmp_path):
     inventory = {"all": {"hosts": {host: hostvars for host, (hostvars, _) in BAD.items()}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), "tests/render/render_stacks.yml",
-         "-e", f"render_dir={tmp_path / 'out'}"],
-        cwd=TOP, env={**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"},
-        capture_output=True, text=True, timeout=600, check=False)
+    result = run_playbook("-i", str(tmp_path / "inventory.yml"), "tests/render/render_stacks.yml",
+                          "-e", f"render_dir={tmp_path / 'out'}",
+                          env={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
     assert result.returncode != 0
     failures = {host: res.get("msg", "") for play in json.loads(result.stdout)["plays"] for task in play["tasks"]
                 for host, res in task["hosts"].items() if res.get("failed")}

@@ -1,0 +1,34 @@
+"""What every render test shares: running ansible-playbook the way a user does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+
+
+def run_playbook(*args: str, env: dict | None = None, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """ansible-playbook ARGS from the project root, so ansible.cfg supplies roles, filters and collections.
+
+    Render plays run locally; the test's own Python runs their modules.
+    """
+    return subprocess.run(
+        [ANSIBLE_PLAYBOOK, *args],
+        cwd=TOP,
+        env={**os.environ, "ANSIBLE_PYTHON_INTERPRETER": sys.executable, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def render_ok(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """run_playbook, failing the test with the end of the output when the run fails."""
+    result = run_playbook(*args, **kwargs)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return result
