@@ -25,7 +25,9 @@ step() {  # step NAME COMMAND...: run, log, count
     passed=$((passed + 1)); echo "PASS ($(( $(date +%s) - start )) s)"
   else
     failed=$((failed + 1)); failures+=("$name"); echo "FAIL ($(( $(date +%s) - start )) s, exit $rc, log $log)"
-    tail -n 40 "$log" | sed 's/^/    | /'
+    # CI keeps only the console: show the failing lines themselves, then how the log ends
+    grep -E '^E  |^FAILED [^-]|fatal: \[|^ERROR' "$log" | head -n 30 | sed 's/^/    ! /'
+    tail -n 25 "$log" | sed 's/^/    | /'
   fi
   return $rc
 }
