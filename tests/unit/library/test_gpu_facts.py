@@ -112,7 +112,8 @@ def _run_module(args: str, check: bool = False) -> dict:
         ANSIBLE_STDOUT_CALLBACK="json",
         ANSIBLE_PYTHON_INTERPRETER=sys.executable,
     )
-    cmd = ["ansible", "localhost", "-c", "local", "-i", "localhost,", "-m", "gpu_facts", "-a", args]
+    ansible = str(Path(sys.executable).with_name("ansible"))  # the venv's, whatever PATH says
+    cmd = [ansible, "localhost", "-c", "local", "-i", "localhost,", "-m", "gpu_facts", "-a", args]
     if check:
         cmd.append("--check")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
