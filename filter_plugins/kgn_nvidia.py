@@ -551,6 +551,28 @@ def kgn_nvidia_pin_package(package: object, version: object, unpinned: object = 
     return package if package in (unpinned or []) else f"{package}={version}"
 
 
+def kgn_nvidia_apt_unmet(wanted: object, installed: object) -> list:
+    """Apt specs ('name', 'name=version', 'name=version*') that dpkg's 'name=version' list does not meet."""
+    name = "kgn_nvidia_apt_unmet"
+    if not isinstance(wanted, list) or not all(isinstance(w, str) and w for w in wanted):
+        raise _fail(name, f"wanted {wanted!r} must be a list of apt specs such as 'nvidia-driver=535.216.01-1~deb12u1'")
+    if not isinstance(installed, list) or not all(isinstance(i, str) and "=" in i for i in installed):
+        raise _fail(name, f"installed {installed!r} must be a list of 'name=version' strings (dpkg-query output)")
+    have: dict[str, str] = dict(i.split("=", 1) for i in installed)
+    unmet = []
+    for spec in wanted:
+        package, _, version = spec.partition("=")
+        present = have.get(package)
+        if present is None:
+            unmet.append(spec)
+        elif version.endswith("*"):
+            if not present.startswith(version[:-1]):
+                unmet.append(spec)
+        elif version and present != version:
+            unmet.append(spec)
+    return unmet
+
+
 class FilterModule:
     """NVIDIA compatibility filters."""
 
@@ -566,4 +588,5 @@ class FilterModule:
             "kgn_nvidia_gfd_labels": kgn_nvidia_gfd_labels,
             "kgn_nvidia_apt_missing_components": kgn_nvidia_apt_missing_components,
             "kgn_nvidia_pin_package": kgn_nvidia_pin_package,
+            "kgn_nvidia_apt_unmet": kgn_nvidia_apt_unmet,
         }

@@ -405,3 +405,35 @@ def test_pin_package_pins_all_but_the_unpinned():
 def test_pin_package_refuses_an_empty_version():
     with pytest.raises(AnsibleFilterError, match="version '' must be the package version to pin"):
         kn.kgn_nvidia_pin_package("nvidia-driver", "")
+
+
+def test_apt_unmet_exact_wildcard_and_unversioned_specs():
+    installed = ["nvidia-driver=535.216.01-1~deb12u1", "nvidia-persistenced=535.171.04-1",
+                 "nvidia-container-toolkit=1.17.8-1"]
+    wanted = ["nvidia-driver=535.216.01-1~deb12u1", "nvidia-persistenced", "nvidia-container-toolkit=1.17.8*"]
+    assert kn.kgn_nvidia_apt_unmet(wanted, installed) == []
+
+
+def test_apt_unmet_names_missing_and_other_versions_in_order():
+    installed = ["nvidia-driver=535.183.01-1~deb12u1", "nvidia-container-toolkit=1.16.2-1"]
+    wanted = ["nvidia-driver=535.216.01-1~deb12u1", "firmware-nvidia-gsp=535.216.01-1~deb12u1",
+              "nvidia-container-toolkit=1.17.8*", "nvidia-persistenced"]
+    assert kn.kgn_nvidia_apt_unmet(wanted, installed) == wanted
+
+
+def test_apt_unmet_wildcard_is_a_prefix_not_a_substring():
+    assert kn.kgn_nvidia_apt_unmet(["nvidia-container-toolkit=1.17*"], ["nvidia-container-toolkit=11.17.0-1"]) == [
+        "nvidia-container-toolkit=1.17*"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("wanted", "installed", "message"),
+    [
+        ("nvidia-driver", [], "wanted 'nvidia-driver' must be a list of apt specs"),
+        (["nvidia-driver"], ["nvidia-driver"], "must be a list of 'name=version' strings"),
+    ],
+)
+def test_apt_unmet_refuses_malformed_input(wanted, installed, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        kn.kgn_nvidia_apt_unmet(wanted, installed)
