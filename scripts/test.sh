@@ -91,6 +91,13 @@ lab() {
   step "lab: second site.yml run reports changed=0 on every host" bash -o pipefail -c \
     'ansible-playbook site.yml | tee .cache/test-logs/site-2.out && scripts/check-recap.py --unchanged .cache/test-logs/site-2.out'
   step "lab: site.yml --check --diff runs without errors" ansible-playbook site.yml --check --diff
+  # A planned driver upgrade on one node: bookworm's 535.261.03 (the lab's pin) to 535.309.01 (security):
+  # cordon, drain, pin, release the holds, install, hold, uncordon.
+  step "lab: nvidia_driver_upgrade.yml upgrades one node's driver, cordoned then uncordoned" bash -o pipefail -c \
+    'set -e; ansible-playbook playbooks/nvidia_driver_upgrade.yml --limit kgn-gpu-docker -e nvidia_driver_version=535.309.01 \
+       | tee .cache/test-logs/upgrade.out
+     grep -A2 "TASK \[Cordon the node\]" .cache/test-logs/upgrade.out | grep -q "changed: \[kgn-gpu-docker"
+     ansible-playbook lab/playbooks/check_driver_upgrade.yml -e lab_upgrade_version=535.309.01'
 }
 
 case "$what" in
