@@ -110,6 +110,7 @@ def timed_playbook(inventory: Path, out_dir: Path, label: str) -> dict:
         "peak_rss_mib": round(rss_kib / 1024, 1),
         "changed_total": sum(h.get("changed", 0) for h in hosts.values()),
         "tasks_per_host": {h: c.get("ok", 0) + c.get("skipped", 0) + c.get("failed", 0) for h, c in hosts.items()},
+        "recap": hosts,
         "log": str(log.relative_to(TOP)),
     }
 

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Turn bench results (results.json) into the table in bench/README.md and a PNG plot."""
+"""Turn bench results (results.json) into the table in bench/README.md and a PNG plot.
+
+    python bench/report.py bench/results/latest.json [bench/results/<stamp>/results.json of a run to compare]
+"""
 
 from __future__ import annotations
 
@@ -43,12 +46,16 @@ def table(result: dict) -> str:
         f"Python {m['python']}, {m['ansible']}.",
         "",
         "| N GPU nodes | cache | converge wall (s) | converge CPU (s) | converge changed | no-op wall (s) | "
-        "no-op CPU (s) | no-op changed | peak RSS (MiB) | tasks per GPU node (no-op) |",
+        "no-op CPU (s) | no-op changed | peak RSS (MiB) | tasks per GPU node, no-op (run + skipped) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
         c, n = run["converge"], run["noop"]
-        per_node = [v for h, v in n["tasks_per_host"].items() if h.startswith("kgn-bench-gpu-")]
+        recap = {h: v for h, v in n.get("recap", {}).items() if h.startswith("kgn-bench-gpu-")}
+        per_node = (
+            [f"{v.get('ok', 0)} + {v.get('skipped', 0)}" for v in recap.values()][:1]
+            or [v for h, v in n["tasks_per_host"].items() if h.startswith("kgn-bench-gpu-")]
+        )
         rows.append(
             f"| {run['n']} | {'cold' if run['cold'] else 'warm'} | {c['wall_s']} | {c['cpu_s']} | "
             f"{c['changed_total']} | "
@@ -59,12 +66,16 @@ def table(result: dict) -> str:
     return "\n".join(rows)
 
 
-def plot(result: dict, path: Path) -> None:
+def plot(result: dict, path: Path, before: dict | None = None) -> None:
     warm = [r for r in result["runs"] if not r["cold"]]
     ns = [r["n"] for r in warm]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(ns, [r["converge"]["wall_s"] for r in warm], "o-", label="first converge (warm cache)")
     ax.plot(ns, [r["noop"]["wall_s"] for r in warm], "s-", label="no-op re-run")
+    if before:
+        old = [r for r in before["runs"] if not r["cold"]]
+        ax.plot([r["n"] for r in old], [r["noop"]["wall_s"] for r in old], "s--", color="grey",
+                label="no-op re-run, before tuning")
     ax.set_xlabel("GPU nodes (N)")
     ax.set_ylabel("wall time (s)")
     ax.set_title("site.yml on the lab, 2 cores")
@@ -74,17 +85,18 @@ def plot(result: dict, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def main(results_path: str) -> int:
+def main(results_path: str, before_path: str | None = None) -> int:
     result = json.loads(Path(results_path).read_text(encoding="utf-8"))
+    before = json.loads(Path(before_path).read_text(encoding="utf-8")) if before_path else None
     readme = HERE / "README.md"
     text = readme.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     readme.write_text(f"{head}{BEGIN}\n{table(result)}\n{END}{tail}", encoding="utf-8")
-    plot(result, HERE / "time-vs-nodes.png")
+    plot(result, HERE / "time-vs-nodes.png", before)
     print(f"bench: wrote {readme} and {HERE / 'time-vs-nodes.png'}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))  # results.json [results.json of the run before tuning]

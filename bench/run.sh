@@ -13,4 +13,4 @@ pip install -q --disable-pip-version-check -r bench/requirements.txt
 bash scripts/lab/ensure-docker.sh
 bash scripts/lab/build-images.sh
 python bench/bench.py "$@"
-python bench/report.py bench/results/latest.json
+python bench/report.py bench/results/latest.json bench/before-tuning.json  # the first run, before tuning, for the plot
