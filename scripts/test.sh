@@ -97,6 +97,7 @@ lab() {
     'set -e; ansible-playbook playbooks/nvidia_driver_upgrade.yml --limit kgn-gpu-docker -e nvidia_driver_version=535.309.01 \
        | tee .cache/test-logs/upgrade.out
      grep -A2 "TASK \[Cordon the node\]" .cache/test-logs/upgrade.out | grep -q "changed: \[kgn-gpu-docker"
+     grep -q "Need to get" .cache/test-logs/upgrade.out  # the role reports what the upgrade downloads
      ansible-playbook lab/playbooks/check_driver_upgrade.yml -e lab_upgrade_version=535.309.01'
 }
 
