@@ -153,7 +153,10 @@ def kgn_nvidia_repo_layout(
     < 1.6.0: the nvidia-docker repository (three repos per distribution); 1.6.0-1.13.x:
     ``libnvidia-container/<distribution>``; >= 1.14.0: distribution-independent
     ``libnvidia-container/stable/<deb|rpm>``. ``base_url`` is NVIDIA's site or a mirror of it.
-    apt lines use ``$(ARCH)``, which apt expands itself.
+    apt lines use ``$(ARCH)``, which apt expands itself. ``rpm_repos`` are the sections of NVIDIA's
+    own .repo file for that era (section id, ``<url>/$basearch``, each repository's own gpgkey):
+    NVIDIA/libnvidia-container gh-pages ``stable/rpm/nvidia-container-toolkit.repo`` and
+    ``centos7/libnvidia-container.repo``, NVIDIA/nvidia-docker gh-pages ``centos7/nvidia-docker.repo``.
     """
     version = _version(toolkit_version, "nvidia_container_toolkit_version")
     if family not in ("deb", "rpm"):
@@ -184,14 +187,63 @@ def kgn_nvidia_repo_layout(
             key = "nvidia-docker/gpgkey"
             repo_file = f"nvidia-docker/{distribution}/nvidia-docker.repo"
     urls = [f"{base}/{path}" for path in paths]
+    # NVIDIA's section ids: the repository's name (below 1.14), nvidia-container-toolkit (stable).
+    ids = [path.split("/")[0] for path in paths] if era != "stable" else ["nvidia-container-toolkit"]
     return {
         "era": era,
         "repo_urls": urls,
         "apt_suites": [f"{url}/$(ARCH) /" for url in urls] if family == "deb" else [],
         "rpm_repo_file_url": f"{base}/{repo_file}" if family == "rpm" else "",
+        "rpm_repos": [
+            {"id": repo_id, "baseurl": f"{url}/$basearch", "gpgkey": f"{base}/{path.split('/')[0]}/gpgkey"}
+            for repo_id, url, path in zip(ids, urls, paths, strict=True)
+        ]
+        if family == "rpm"
+        else [],
         "gpgkey_url": f"{base}/{key}",
         "keyring": "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
         "apt_list_file": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+        "yum_repo_file": "/etc/yum.repos.d/nvidia-container-toolkit.repo",
+    }
+
+
+def kgn_nvidia_toolkit_rpm_packages(
+    toolkit_version: object,
+    package: str = "nvidia-container-toolkit",
+    nvidia_docker2_version: object = "2.14.0",
+    installed: object = None,
+) -> dict:
+    """The pinned rpm packages of the container toolkit and what dnf/yum still has to do for them.
+
+    ``nvidia-container-toolkit-<version>``, plus ``nvidia-container-toolkit-base-<version>`` from 1.11.0
+    (the toolkit was split then; the apt path pins the same pair), plus ``nvidia-docker2-<version>``
+    when ``package`` is nvidia-docker2 (Docker < 19.03, kgn_docker_nvidia_package). ``installed``:
+    ``name=version-release`` of the installed ones, one per line of ``rpm -q --qf '%{NAME}=%{VERSION}-%{RELEASE}'``.
+    A spec is met when the installed version is the pin or the pin followed by ``-<release>``.
+    ``moved``: packages installed at another version, whose version lock must go before dnf can
+    move them to the pin.
+    """
+    name = "kgn_nvidia_toolkit_rpm_packages"
+    version = _version(toolkit_version, "nvidia_container_toolkit_version")
+    if package not in ("nvidia-container-toolkit", "nvidia-docker2"):
+        raise AnsibleFilterError(f"{name}: package {package!r} is not nvidia-container-toolkit or nvidia-docker2")
+    if installed is None:
+        installed = []
+    if not isinstance(installed, list) or not all(isinstance(i, str) and "=" in i for i in installed):
+        raise AnsibleFilterError(f"{name}: installed {installed!r} must be a list of 'name=version-release' strings")
+    pins = [("nvidia-container-toolkit", str(toolkit_version))]
+    if version >= (1, 11, 0):
+        pins.append(("nvidia-container-toolkit-base", str(toolkit_version)))
+    if package == "nvidia-docker2":
+        _version(nvidia_docker2_version, "nvidia_container_toolkit_nvidia_docker2_version")
+        pins.append(("nvidia-docker2", str(nvidia_docker2_version)))
+    have = dict(i.split("=", 1) for i in installed)
+    unmet = [(pkg, pin) for pkg, pin in pins if have.get(pkg) != pin and not have.get(pkg, "").startswith(pin + "-")]
+    return {
+        "install": [f"{pkg}-{pin}" for pkg, pin in pins],
+        "names": [pkg for pkg, _ in pins],
+        "unmet": [f"{pkg}-{pin}" for pkg, pin in unmet],
+        "moved": [pkg for pkg, _ in unmet if pkg in have],
     }
 
 
@@ -431,6 +483,7 @@ class FilterModule:
             "kgn_container_runtime_choice": kgn_container_runtime_choice,
             "kgn_containerd_layout": kgn_containerd_layout,
             "kgn_nvidia_repo_layout": kgn_nvidia_repo_layout,
+            "kgn_nvidia_toolkit_rpm_packages": kgn_nvidia_toolkit_rpm_packages,
             "kgn_json_document": kgn_json_document,
             "kgn_docker_daemon_merge": kgn_docker_daemon_merge,
             "kgn_containerd_nvidia": kgn_containerd_nvidia,

@@ -6,6 +6,7 @@ to any of them would fail: a green run is the proof that rendering needs no host
 
 from __future__ import annotations
 
+import configparser
 import json
 import tomllib
 from pathlib import Path
@@ -67,6 +68,16 @@ def test_lab_gpu_nodes_get_signed_by_sources_and_the_driver_pin(lab):
         assert "Pin-Priority: 1001" in (lab / host / "etc/apt/preferences.d/kgn-nvidia-driver.pref").read_text()
 
 
+def test_lab_toolkit_source_is_still_the_apt_list_only(lab):
+    for host in ("kgn-gpu-docker", "kgn-gpu-containerd"):
+        source = (lab / host / "etc/apt/sources.list.d/nvidia-container-toolkit.list").read_text()
+        assert [line for line in source.splitlines() if not line.startswith("#")] == [
+            "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+            "file:///srv/kgn-nvidia-repo/libnvidia-container/stable/deb/$(ARCH) /"
+        ]
+        assert not (lab / host / "etc/yum.repos.d").exists()
+
+
 def test_lab_kubeasz_control_plane_gets_v1beta3_config_and_a_systemd_drop_in(lab):
     host = lab / "kgn-cp-kubeasz"
     config = yaml.safe_load((host / "etc/kubernetes/scheduler-policy-config.yaml").read_text())
@@ -114,3 +125,21 @@ def test_seed_centos7_k8s_1_16_gets_no_scheduler_change_and_an_old_layout_device
     for gpu in ("gpu1", "gpu2", "gpu3"):
         daemon = json.loads((centos7 / gpu / "etc/docker/daemon.json").read_text())
         assert daemon["default-runtime"] == "nvidia"
+
+
+def test_seed_centos7_gpu_nodes_get_nvidias_yum_repository_not_an_apt_source(centos7):
+    # No toolkit version pinned in the inventory: the default 1.17.8 is the stable/rpm era, which also
+    # serves the nvidia-docker2 these Docker 18.09 nodes get.
+    for gpu in ("gpu1", "gpu2", "gpu3"):
+        parser = configparser.RawConfigParser()
+        parser.read_string((centos7 / gpu / "etc/yum.repos.d/nvidia-container-toolkit.repo").read_text())
+        assert parser.sections() == ["nvidia-container-toolkit"]
+        assert dict(parser["nvidia-container-toolkit"]) == {
+            "name": "nvidia-container-toolkit",
+            "baseurl": "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch",
+            "repo_gpgcheck": "1",
+            "gpgcheck": "0",
+            "enabled": "1",
+            "gpgkey": "https://nvidia.github.io/libnvidia-container/gpgkey",
+        }
+        assert not (centos7 / gpu / "etc/apt/sources.list.d/nvidia-container-toolkit.list").exists()

@@ -159,6 +159,119 @@ def test_repo_layout_mirror_and_rpm():
     assert old["rpm_repo_file_url"] == "https://nvidia.github.io/nvidia-docker/centos7/nvidia-docker.repo"
 
 
+# The sections of NVIDIA's own .repo files (NVIDIA/libnvidia-container gh-pages stable/rpm/nvidia-container-toolkit.repo
+# and centos7/libnvidia-container.repo, NVIDIA/nvidia-docker gh-pages centos7/nvidia-docker.repo).
+NV = "https://nvidia.github.io"
+LIBNVIDIA_CENTOS7 = (
+    "libnvidia-container",
+    f"{NV}/libnvidia-container/centos7/$basearch",
+    f"{NV}/libnvidia-container/gpgkey",
+)
+
+
+@pytest.mark.parametrize(
+    ("toolkit", "sections"),
+    [
+        (
+            "1.5.1",
+            [
+                LIBNVIDIA_CENTOS7,
+                (
+                    "nvidia-container-runtime",
+                    f"{NV}/nvidia-container-runtime/centos7/$basearch",
+                    f"{NV}/nvidia-container-runtime/gpgkey",
+                ),
+                ("nvidia-docker", f"{NV}/nvidia-docker/centos7/$basearch", f"{NV}/nvidia-docker/gpgkey"),
+            ],
+        ),
+        (
+            "1.13.5",
+            [LIBNVIDIA_CENTOS7],
+        ),
+        (
+            "1.14.0",
+            [
+                (
+                    "nvidia-container-toolkit",
+                    f"{NV}/libnvidia-container/stable/rpm/$basearch",
+                    f"{NV}/libnvidia-container/gpgkey",
+                )
+            ],
+        ),
+    ],
+)
+def test_repo_layout_rpm_sections_are_nvidias(toolkit, sections):
+    layout = kr.kgn_nvidia_repo_layout(toolkit, distribution="centos7", family="rpm")
+    assert [(r["id"], r["baseurl"], r["gpgkey"]) for r in layout["rpm_repos"]] == sections
+    assert layout["yum_repo_file"] == "/etc/yum.repos.d/nvidia-container-toolkit.repo"
+    assert kr.kgn_nvidia_repo_layout(toolkit, distribution="centos7")["rpm_repos"] == []
+
+
+def test_repo_layout_rpm_sections_keep_nvidias_paths_under_a_mirror():
+    layout = kr.kgn_nvidia_repo_layout("1.5.1", "http://mirror.local/nvidia/", "centos7", "rpm")
+    assert [r["baseurl"] for r in layout["rpm_repos"]] == [
+        "http://mirror.local/nvidia/libnvidia-container/centos7/$basearch",
+        "http://mirror.local/nvidia/nvidia-container-runtime/centos7/$basearch",
+        "http://mirror.local/nvidia/nvidia-docker/centos7/$basearch",
+    ]
+    assert [r["gpgkey"] for r in layout["rpm_repos"]] == [
+        "http://mirror.local/nvidia/libnvidia-container/gpgkey",
+        "http://mirror.local/nvidia/nvidia-container-runtime/gpgkey",
+        "http://mirror.local/nvidia/nvidia-docker/gpgkey",
+    ]
+
+
+# --- B1: rpm package specs -------------------------------------------------------------------------
+def test_rpm_packages_fresh_node_with_docker_19_or_later():
+    plan = kr.kgn_nvidia_toolkit_rpm_packages("1.17.8")
+    assert plan == {
+        "install": ["nvidia-container-toolkit-1.17.8", "nvidia-container-toolkit-base-1.17.8"],
+        "names": ["nvidia-container-toolkit", "nvidia-container-toolkit-base"],
+        "unmet": ["nvidia-container-toolkit-1.17.8", "nvidia-container-toolkit-base-1.17.8"],
+        "moved": [],
+    }
+
+
+def test_rpm_packages_seed_docker_18_gets_nvidia_docker2_and_no_base_before_1_11():
+    plan = kr.kgn_nvidia_toolkit_rpm_packages("1.17.8", "nvidia-docker2", "2.14.0")
+    assert plan["install"][-1] == "nvidia-docker2-2.14.0"
+    assert plan["names"] == ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "nvidia-docker2"]
+    old = kr.kgn_nvidia_toolkit_rpm_packages("1.10.0", "nvidia-docker2", "2.11.0")
+    assert old["install"] == ["nvidia-container-toolkit-1.10.0", "nvidia-docker2-2.11.0"]
+
+
+def test_rpm_packages_in_place_need_nothing_and_a_new_pin_moves_them():
+    installed = [
+        "nvidia-container-toolkit=1.17.8-1",
+        "nvidia-container-toolkit-base=1.17.8-1",
+        "python3-dnf-plugin-versionlock=4.3.0-20.el9",
+    ]
+    done = kr.kgn_nvidia_toolkit_rpm_packages("1.17.8", installed=installed)
+    assert done["unmet"] == [] and done["moved"] == []
+    bumped = kr.kgn_nvidia_toolkit_rpm_packages("1.18.0", installed=installed)
+    assert bumped["unmet"] == ["nvidia-container-toolkit-1.18.0", "nvidia-container-toolkit-base-1.18.0"]
+    assert bumped["moved"] == ["nvidia-container-toolkit", "nvidia-container-toolkit-base"]
+    # 1.17.80 is not 1.17.8; nvidia-docker2 missing is unmet but does not move
+    installed = ["nvidia-container-toolkit=1.17.80-1", "nvidia-container-toolkit-base=1.17.8"]
+    other = kr.kgn_nvidia_toolkit_rpm_packages("1.17.8", "nvidia-docker2", "2.14.0", installed)
+    assert other["unmet"] == ["nvidia-container-toolkit-1.17.8", "nvidia-docker2-2.14.0"]
+    assert other["moved"] == ["nvidia-container-toolkit"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("1.17.8", "auto"), "not nvidia-container-toolkit or nvidia-docker2"),
+        (("1.17.8", "nvidia-container-toolkit", "2.14.0", ["nvidia-container-toolkit 1.17.8"]), "name=version-release"),
+        (("latest",), "nvidia_container_toolkit_version"),
+        (("1.17.8", "nvidia-docker2", "newest"), "nvidia_docker2_version"),
+    ],
+)
+def test_rpm_packages_errors(args, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        kr.kgn_nvidia_toolkit_rpm_packages(*args)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
