@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -32,3 +33,24 @@ def render_ok(*args: str, **kwargs) -> subprocess.CompletedProcess:
     result = run_playbook(*args, **kwargs)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     return result
+
+
+RENDER_PLAY = """
+- name: Render {role}
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Render the role
+      ansible.builtin.include_role:
+        name: {role}
+        tasks_from: render
+"""
+
+
+def render_role(work: Path, role: str, inventory: dict | str) -> Path:
+    """Run ROLE's render entry point for every host of INVENTORY (a dict or YAML text); return the render_dir."""
+    (work / "hosts.yml").write_text(inventory if isinstance(inventory, str) else json.dumps(inventory))
+    (work / "play.yml").write_text(RENDER_PLAY.format(role=role))
+    out = work / "out"
+    render_ok("-i", str(work / "hosts.yml"), str(work / "play.yml"), "-e", f"render_dir={out}")
+    return out

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from playbook_runner import render_ok
+from playbook_runner import render_role
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -41,26 +41,9 @@ gpu_nodes:
     ansible_connection: local
 """
 
-PLAY = """
-- name: Render the container runtime files
-  hosts: gpu_nodes
-  gather_facts: false
-  tasks:
-    - name: Render
-      ansible.builtin.include_role:
-        name: nvidia_container_runtime
-        tasks_from: render
-"""
-
-
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("render")
-    (work / "hosts.yml").write_text(INVENTORY)
-    (work / "play.yml").write_text(PLAY)
-    out = work / "out"
-    render_ok("-i", str(work / "hosts.yml"), str(work / "play.yml"), "-e", f"render_dir={out}")
-    return out
+    return render_role(tmp_path_factory.mktemp("render"), "nvidia_container_runtime", INVENTORY)
 
 
 def test_containerd_2_dropin_uses_version_3_paths(rendered):

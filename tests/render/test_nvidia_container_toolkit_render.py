@@ -10,12 +10,11 @@ centos7/libnvidia-container.repo (1.6-1.13), NVIDIA/nvidia-docker gh-pages cento
 from __future__ import annotations
 
 import configparser
-import json
 from pathlib import Path
 
 import pytest
 import yaml
-from playbook_runner import render_ok
+from playbook_runner import render_role
 
 ROLE = Path(__file__).resolve().parents[2] / "roles/nvidia_container_toolkit"
 REPO_FILE = "etc/yum.repos.d/nvidia-container-toolkit.repo"
@@ -43,26 +42,10 @@ HOSTS = {
     "el-no-repo": {"nvidia_container_toolkit_render_family": "rpm", "nvidia_container_toolkit_repo_enabled": False},
     "deb-default": {},
 }
-PLAYBOOK = """
-- name: Render nvidia_container_toolkit for each family and era
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Render the role
-      ansible.builtin.include_role:
-        name: nvidia_container_toolkit
-        tasks_from: render
-"""
-
-
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("render")
-    inventory = {"all": {"vars": {"ansible_connection": "local", "render_dir": str(tmp / "out")}, "hosts": HOSTS}}
-    (tmp / "hosts.yml").write_text(json.dumps(inventory))
-    (tmp / "play.yml").write_text(PLAYBOOK)
-    render_ok("-i", str(tmp / "hosts.yml"), str(tmp / "play.yml"))
-    return tmp / "out"
+    inventory = {"all": {"vars": {"ansible_connection": "local"}, "hosts": HOSTS}}
+    return render_role(tmp_path_factory.mktemp("render"), "nvidia_container_toolkit", inventory)
 
 
 def repo_sections(path: Path) -> dict[str, dict[str, str]]:

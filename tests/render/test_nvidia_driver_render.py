@@ -6,12 +6,11 @@ names are checked here, rendered from inventory data only, as `playbooks/render.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
-from playbook_runner import render_ok
+from playbook_runner import render_role
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,26 +57,10 @@ HOSTS = {
         "nvidia_driver_runfile_url": "http://mirror.local/cuda_10.2.89_440.33.01_linux.run",
     },
 }
-PLAYBOOK = """
-- name: Render nvidia_driver for every platform
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Render the role
-      ansible.builtin.include_role:
-        name: nvidia_driver
-        tasks_from: render
-"""
-
-
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("render")
-    inventory = {"all": {"vars": {"ansible_connection": "local", "render_dir": str(tmp / "out")}, "hosts": HOSTS}}
-    (tmp / "hosts.yml").write_text(json.dumps(inventory))
-    (tmp / "play.yml").write_text(PLAYBOOK)
-    render_ok("-i", str(tmp / "hosts.yml"), str(tmp / "play.yml"))
-    return tmp / "out"
+    inventory = {"all": {"vars": {"ansible_connection": "local"}, "hosts": HOSTS}}
+    return render_role(tmp_path_factory.mktemp("render"), "nvidia_driver", inventory)
 
 
 def _read(rendered: Path, host: str, path: str) -> str:
