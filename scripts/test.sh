@@ -91,6 +91,12 @@ lab() {
   step "lab: second site.yml run reports changed=0 on every host" bash -o pipefail -c \
     'ansible-playbook site.yml | tee .cache/test-logs/site-2.out && scripts/check-recap.py --unchanged .cache/test-logs/site-2.out'
   step "lab: site.yml --check --diff runs without errors" ansible-playbook site.yml --check --diff
+  # The no-op run skips writes whose result its one read per role shows in place: drift must still be seen.
+  step "lab: site.yml repairs files damaged on a GPU node (the in-place checks see drift)" bash -o pipefail -c \
+    'set -e; ansible-playbook lab/playbooks/drift.yml -e lab_drift=make
+     ansible-playbook site.yml | tee .cache/test-logs/site-drift.out
+     grep -E "^kgn-gpu-containerd +: .*changed=[1-9]" .cache/test-logs/site-drift.out
+     ansible-playbook lab/playbooks/drift.yml -e lab_drift=check'
   # A planned driver upgrade on one node: bookworm's 535.261.03 (the lab's pin) to 535.309.01 (security):
   # cordon, drain, pin, release the holds, install, hold, uncordon.
   step "lab: nvidia_driver_upgrade.yml upgrades one node's driver, cordoned then uncordoned" bash -o pipefail -c \
