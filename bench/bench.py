@@ -6,9 +6,9 @@ For each N it starts N GPU node containers beside the lab's control-plane nodes,
   - the no-op re-run (must report changed=0)
 each with wall time, CPU time of ansible-playbook and its workers, peak RSS of the largest process,
 and the tasks run per host (ok + skipped + failed from the recap). Results go to
-bench/results/<stamp>/ (JSON, per-task profile) and, with --publish, to bench/README.md + plot.
+bench/results/<stamp>/ (JSON, per-task profile); bench/run.sh then writes bench/README.md's table and plot.
 
-  bench/run.sh --sizes 1,4,16,32 [--cold] [--publish]
+  bench/run.sh --sizes 1,4,16,32 [--cold] [--keep] [--merge bench/results/<stamp>/results.json]
 """
 
 from __future__ import annotations
@@ -141,6 +141,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="1,4,16,32")
     parser.add_argument("--cold", action="store_true", help="also run N=1 with an empty package cache first")
     parser.add_argument("--keep", action="store_true", help="leave the bench nodes running at the end")
+    parser.add_argument("--merge", type=Path, metavar="RESULTS_JSON",
+                        help="add the runs of an earlier results.json (same machine) whose N this run does not measure")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -155,6 +157,11 @@ def main() -> int:
         print(json.dumps(runs[-1]), flush=True)
     if not args.keep:
         remove_bench_nodes()
+    if args.merge:
+        measured = {(r["n"], r["cold"]) for r in runs}
+        earlier = json.loads(args.merge.read_text(encoding="utf-8"))["runs"]
+        runs = sorted(runs + [r for r in earlier if (r["n"], r["cold"]) not in measured],
+                      key=lambda r: (not r["cold"], r["n"]))
     result = {
         "machine": {
             "cpus": os.cpu_count(),

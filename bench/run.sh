@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark's own command (not part of `make test`):
-#   bench/run.sh [--sizes 1,4,16,32] [--cold] [--keep]
+#   bench/run.sh [--sizes 1,4,16,32] [--cold] [--keep] [--merge bench/results/<stamp>/results.json]
 # then bench/report.py writes bench/README.md's table and bench/time-vs-nodes.png from the results.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
