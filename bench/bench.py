@@ -123,7 +123,7 @@ def bench_size(n: int, out_dir: Path, cold: bool) -> dict:
     inventory = out_dir / f"inventory-{n}{'-cold' if cold else ''}"
     nodes = write_inventory(inventory, n)
     if cold:
-        for deb in (CACHE / "apt").glob("*.deb"):
+        for deb in (CACHE / "apt" / SUITE).glob("*.deb"):  # the nodes' shared archive folder (scripts/lab)
             deb.unlink()
     for node in nodes:
         sh("bash", "scripts/lab/lab.sh", "node", node, SUITE, ENGINE, stdout=subprocess.DEVNULL)
