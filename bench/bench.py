@@ -144,7 +144,7 @@ def main() -> int:
     parser.add_argument("--merge", type=Path, metavar="RESULTS_JSON",
                         help="add the runs of an earlier results.json (same machine) whose N this run does not measure")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]  # "" with --cold: only the cold N = 1
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = TOP / "bench" / "results" / stamp
     out_dir.mkdir(parents=True)
