@@ -38,6 +38,20 @@ def sh(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=TOP, check=True, text=True, **kw)
 
 
+def private_archive(node: str) -> Path:
+    """A node's own apt archive: the warm suite archive's packages, hard-linked (no copy, no shared lock).
+
+    Nodes that share one archive folder install one at a time (apt takes its lock, the others wait);
+    a fleet's nodes do not share one, so neither do the bench's.
+    """
+    archive = CACHE / "apt" / "bench" / node
+    shutil.rmtree(archive, ignore_errors=True)
+    (archive / "partial").mkdir(parents=True)
+    for deb in (CACHE / "apt" / SUITE).glob("*.deb"):
+        os.link(deb, archive / deb.name)
+    return archive
+
+
 def remove_bench_nodes() -> None:
     ids = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"name={NODE_PREFIX}"], capture_output=True, text=True, check=True
@@ -49,6 +63,7 @@ def remove_bench_nodes() -> None:
     ).stdout.split()
     if vols:
         subprocess.run(["docker", "volume", "rm", "-f", *vols], capture_output=True, check=True)
+    shutil.rmtree(CACHE / "apt" / "bench", ignore_errors=True)
 
 
 def write_inventory(folder: Path, n: int) -> list[str]:
@@ -68,9 +83,6 @@ def write_inventory(folder: Path, n: int) -> list[str]:
         "  vars:\n"
         "    ansible_connection: community.docker.docker\n"
         "    ansible_python_interpreter: /usr/bin/python3\n"
-        "    # The bench nodes share one apt archive folder and its lock (a lab artifact, not a fleet's):\n"
-        "    # install the driver one node at a time instead of polling for the lock every 10 s.\n"
-        "    nvidia_driver_package_throttle: 1\n"
         "  children:\n"
         "    kube_control_plane:\n"
         "      hosts:\n"
@@ -126,7 +138,9 @@ def bench_size(n: int, out_dir: Path, cold: bool) -> dict:
         for deb in (CACHE / "apt" / SUITE).glob("*.deb"):  # the nodes' shared archive folder (scripts/lab)
             deb.unlink()
     for node in nodes:
-        sh("bash", "scripts/lab/lab.sh", "node", node, SUITE, ENGINE, stdout=subprocess.DEVNULL)
+        # Cold: the shared suite archive, emptied above, so that the downloads land in the cache.
+        env = os.environ if cold else dict(os.environ, KGN_LAB_ARCHIVE=str(private_archive(node)))
+        sh("bash", "scripts/lab/lab.sh", "node", node, SUITE, ENGINE, stdout=subprocess.DEVNULL, env=env)
     # The control plane is in the limit so that its stand-in API server registers the new nodes.
     sh("bash", "scripts/lab/lab.sh", "prepare", "-i", str(inventory), "--limit", ",".join(["kgn-cp-kubeadm", *nodes]),
        stdout=subprocess.DEVNULL)

@@ -30,11 +30,13 @@ start_node() {
   # One apt archive cache per Debian suite: apt never waits for the archive lock, so nodes that
   # install at the same time must not share one; same-suite nodes rarely do, and only they can
   # reuse each other's packages.
-  mkdir -p "$cache/apt/$suite/partial"
+  # KGN_LAB_ARCHIVE names a node's own archive instead (bench/: many same-suite nodes at once).
+  local archive=${KGN_LAB_ARCHIVE:-$cache/apt/$suite}
+  mkdir -p "$archive/partial"
   args=(--detach --name "$name" --hostname "$name" --label "$label"
         --cap-add SYS_ADMIN --cgroupns=host --tmpfs /run --tmpfs /tmp
         -v /sys/fs/cgroup:/sys/fs/cgroup:rw
-        -v "$cache/apt/$suite:/var/cache/apt/archives"
+        -v "$archive:/var/cache/apt/archives"
         -v "$cache/nvidia-repo:/srv/kgn-nvidia-repo:ro")
   if [ "${extra%%:*}" = engine ]; then
     # A container engine inside the node needs these (reference/test-harness.md); its state lives
