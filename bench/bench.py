@@ -146,6 +146,8 @@ def bench_size(n: int, out_dir: Path, cold: bool) -> dict:
        stdout=subprocess.DEVNULL)
     label = f"n{n}{'-cold' if cold else ''}"
     first = timed_playbook(inventory, out_dir, f"{label}-converge")
+    # The no-op is timed on settled nodes: not while the converge's gigabytes are still being written back.
+    subprocess.run(["sync"], check=True)
     noop = timed_playbook(inventory, out_dir, f"{label}-noop")
     return {"n": n, "cold": cold, "converge": first, "noop": noop}
 
@@ -164,11 +166,10 @@ def main() -> int:
     out_dir.mkdir(parents=True)
     sh("bash", "scripts/lab/lab.sh", "up", stdout=subprocess.DEVNULL)
     runs = []
-    if args.cold:
-        runs.append(bench_size(1, out_dir, cold=True))
-    for n in sizes:
-        runs.append(bench_size(n, out_dir, cold=False))
+    for n, cold in ([(1, True)] if args.cold else []) + [(n, False) for n in sizes]:
+        runs.append(bench_size(n, out_dir, cold=cold))
         print(json.dumps(runs[-1]), flush=True)
+        write_results(out_dir, runs)  # what is measured survives a later size that fails
     if not args.keep:
         remove_bench_nodes()
     if args.merge:
@@ -176,6 +177,13 @@ def main() -> int:
         earlier = json.loads(args.merge.read_text(encoding="utf-8"))["runs"]
         runs = sorted(runs + [r for r in earlier if (r["n"], r["cold"]) not in measured],
                       key=lambda r: (not r["cold"], r["n"]))
+    write_results(out_dir, runs)
+    shutil.copy(out_dir / "results.json", TOP / "bench" / "results" / "latest.json")
+    print(f"bench: results in {out_dir.relative_to(TOP)}/results.json")
+    return 0
+
+
+def write_results(out_dir: Path, runs: list) -> None:
     result = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -187,9 +195,6 @@ def main() -> int:
         "runs": runs,
     }
     (out_dir / "results.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
-    shutil.copy(out_dir / "results.json", TOP / "bench" / "results" / "latest.json")
-    print(f"bench: results in {out_dir.relative_to(TOP)}/results.json")
-    return 0
 
 
 if __name__ == "__main__":

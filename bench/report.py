@@ -52,10 +52,10 @@ def table(result: dict) -> str:
     for run in result["runs"]:
         c, n = run["converge"], run["noop"]
         recap = {h: v for h, v in n.get("recap", {}).items() if h.startswith("kgn-bench-gpu-")}
-        per_node = (
-            [f"{v.get('ok', 0)} + {v.get('skipped', 0)}" for v in recap.values()][:1]
-            or [v for h, v in n["tasks_per_host"].items() if h.startswith("kgn-bench-gpu-")]
-        )
+        counts = [f"{recap[h].get('ok', 0)} + {recap[h].get('skipped', 0)}" for h in sorted(recap)]
+        # run_once tasks count on the first node only (Ansible runs them there, for all)
+        per_node = [counts[0] if len(set(counts)) == 1 else f"{counts[0]} (first), {counts[-1]} (others)"] if counts \
+            else [v for h, v in n["tasks_per_host"].items() if h.startswith("kgn-bench-gpu-")]
         rows.append(
             f"| {run['n']} | {'cold' if run['cold'] else 'warm'} | {c['wall_s']} | {c['cpu_s']} | "
             f"{c['changed_total']} | "

@@ -71,6 +71,11 @@ up() {
 
 node() {  # node NAME SUITE [engine:/var/lib/ENGINE]
   mkdir -p "$cache/nvidia-repo"
+  # Every systemd node takes several inotify instances; at the default 128 per user the 20-odd-th
+  # node container exits at boot without a word (bench/ starts 32 of them).
+  if [ "$(sysctl -n fs.inotify.max_user_instances)" -lt 1024 ]; then
+    sysctl -q -w fs.inotify.max_user_instances=1024
+  fi
   start_node "$@"
   wait_booted "$1"
 }
