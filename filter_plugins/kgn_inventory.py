@@ -67,8 +67,23 @@ def kgn_inventory_problems(groups: dict, hostvars) -> list[str]:
     return problems
 
 
+def kgn_unknown_inputs(seen: list, prefix: str, known: list, hostvars, hosts: list) -> list[str]:
+    """Names starting with PREFIX that are not role inputs: SEEN (the play's, from the varnames lookup)
+    plus every variable of the HOSTS in HOSTVARS (inventory and facts), in order of first appearance."""
+    name = "kgn_unknown_inputs"
+    if not isinstance(prefix, str) or not prefix:
+        raise AnsibleFilterError(f"{name}: prefix must be the role's variable prefix, e.g. 'nvidia_driver_'")
+    if not all(isinstance(v, list) for v in (seen, known, hosts)):
+        raise AnsibleFilterError(
+            f"{name}: input (query('ansible.builtin.varnames', ...)), known and hosts (ansible_play_hosts) "
+            "must be lists"
+        )
+    names = list(seen) + [var for host in hosts for var in hostvars[host] if var.startswith(prefix)]
+    return [var for var in dict.fromkeys(names) if var not in known]
+
+
 class FilterModule:
     """Inventory contract filters."""
 
     def filters(self):
-        return {"kgn_inventory_problems": kgn_inventory_problems}
+        return {"kgn_inventory_problems": kgn_inventory_problems, "kgn_unknown_inputs": kgn_unknown_inputs}
