@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the table in docs/scheduler-versions.md from the kgn_scheduler_variant filter.
+"""Regenerate the table in docs/scheduler-versions.md from the scheduler_variant decision.
 
 Usage: scripts/gen-scheduler-table.py [--check]
 Rewrites the lines between the BEGIN/END markers; with --check, exits 1 if the committed table differs.
@@ -7,7 +7,7 @@ Rewrites the lines between the BEGIN/END markers; with --check, exits 1 if the c
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 
@@ -18,16 +18,14 @@ END = "<!-- END generated -->"
 MINORS = range(16, 36)
 
 
-def _filter_module():
-    spec = importlib.util.spec_from_file_location("kgn_scheduler", ROOT / "filter_plugins" / "kgn_scheduler.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _scheduler():
+    sys.path.insert(0, str(ROOT / "collections"))  # scripts/setup.sh links the checkout there
+    return importlib.import_module("ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler")
 
 
 def table() -> str:
     """The markdown table, one row per Kubernetes minor."""
-    variant = _filter_module().kgn_scheduler_variant
+    variant = _scheduler().scheduler_variant
     rows = [
         "| Kubernetes | format | apiVersion | flag | file | health endpoint | --config also decodes "
         "| flags to remove |",

@@ -40,4 +40,10 @@ PY
   rm -rf "$tmp"
   echo "$ansible_wheel_version" >"$dest/.bundle"
 fi
-echo "setup: ready ($("$venv/bin/ansible" --version | head -1))"
+# A plain checkout is the collection kgn.gpu_nodes: link it where Ansible and Python look for it.
+mkdir -p "$dest/kgn"
+if [ "$(readlink "$dest/kgn/gpu_nodes" 2>/dev/null)" != "$top" ]; then
+  ln -sfn "$top" "$dest/kgn/gpu_nodes"
+fi
+version=$("$venv/bin/ansible" --version)
+echo "setup: ready (${version%%$'\n'*})"

@@ -2,7 +2,7 @@
 
 Runs playbooks/render.yml's role entry point (tasks/render.yml) for one host per Kubernetes minor of
 issue 8's list, half kubeadm and half systemd, with the gpushare extender (seed values), and checks
-the config file against kgn_scheduler_config and the patch (manifest or drop-in) for the flag.
+the config file against scheduler_config and the patch (manifest or drop-in) for the flag.
 """
 
 import importlib.util
@@ -32,10 +32,7 @@ NODE_IP = "192.168.233.101"  # the kubeasz seed's node
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "filter_plugins" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"ansible_collections.kgn.gpu_nodes.plugins.module_utils.{name}")
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +73,12 @@ def rendered(tmp_path_factory):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rendered_config_is_the_filter_document(rendered, version):
     hosts, out = rendered
-    scheduler, stacks = _load("kgn_scheduler"), _load("kgn_stacks")
-    variant = scheduler.kgn_scheduler_variant(version)
+    scheduler, stacks = _load("scheduler"), _load("stacks")
+    variant = scheduler.scheduler_variant(version)
     style = hosts[f"cp-{version}"]["kube_scheduler_style"]
     kubeconfig = "/etc/kubernetes/scheduler.conf" if style == "kubeadm" else "/etc/kubernetes/kube-scheduler.kubeconfig"
-    extenders = stacks.kgn_stack_extenders(["gpushare"], {"gpushare": f"http://{NODE_IP}:32766"})
-    expected = scheduler.kgn_scheduler_config(version, extenders, kubeconfig, None)
+    extenders = stacks.stack_extenders(["gpushare"], {"gpushare": f"http://{NODE_IP}:32766"})
+    expected = scheduler.scheduler_config(version, extenders, kubeconfig, None)
     path = out / f"cp-{version}" / variant["path"].lstrip("/")
     assert yaml.safe_load(path.read_text()) == expected
     assert expected["extenders"][0]["urlPrefix"] == f"http://{NODE_IP}:32766/gpushare-scheduler"
@@ -90,7 +87,7 @@ def test_rendered_config_is_the_filter_document(rendered, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rendered_patch_sets_the_variant_flag_once(rendered, version):
     hosts, out = rendered
-    variant = _load("kgn_scheduler").kgn_scheduler_variant(version)
+    variant = _load("scheduler").scheduler_variant(version)
     flag = f"{variant['flag']}={variant['path']}"
     other = "--config" if variant["flag"] == "--policy-config-file" else "--policy-config-file"
     host_dir = out / f"cp-{version}"

@@ -28,9 +28,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT7
 
 TOP = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(TOP / "filter_plugins"))
-sys.path.insert(0, str(TOP / "module_utils"))
-from kgn_manifests import kgn_manifest_removed_apis  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import manifest_removed_apis  # noqa: E402
 
 NEWEST = kubernetes_validate.utils.latest_version()  # e.g. "1.37.0"
 VERSIONS = ["1.16.15", "1.20.15", "1.22.17", "1.24.17", "1.27.16", "1.30.4", NEWEST]
@@ -145,7 +143,7 @@ def _crd_schemas(docs) -> dict:
 def test_every_manifest_is_valid_for_its_kubernetes_version(rendered, host):
     version, _ = HOSTS[host]
     docs = _documents(rendered, host)
-    removed = set(kgn_manifest_removed_apis(version))
+    removed = set(manifest_removed_apis(version))
     egpu_host = f"k{version.replace('.', '-')}-dp-egpu"
     custom = _crd_schemas(docs + (_documents(rendered, egpu_host) if (rendered / egpu_host).exists() else []))
     for path, doc in docs:
@@ -194,11 +192,11 @@ def test_gpushare_device_plugin_uses_gib_and_mps_only_when_asked(rendered):
 
 
 def test_gpushare_service_matches_the_scheduler_extender_url(rendered):
-    from kgn_stacks import kgn_stack_extenders
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_extenders
 
     service = _by_kind(rendered, "k1-30-4-dp-v011-gs-mps", "Service", "gpushare-schd-extender")
     node_port = service["spec"]["ports"][0]["nodePort"]
-    [ext] = kgn_stack_extenders(["gpushare"], {"gpushare": f"http://127.0.0.1:{node_port}"})
+    [ext] = stack_extenders(["gpushare"], {"gpushare": f"http://127.0.0.1:{node_port}"})
     assert ext["url_prefix"] == "http://127.0.0.1:32766/gpushare-scheduler"
     deployment = _by_kind(rendered, "k1-30-4-dp-v011-gs-mps", "Deployment", "gpushare-schd-extender")
     env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -263,10 +261,10 @@ def _in_cluster_scheduler_schema() -> dict:
 ])
 def test_managed_control_plane_gets_a_second_scheduler_with_the_extender(rendered, version, config, stack,
                                                                          namespace, image):
-    from kgn_stacks import kgn_stack_catalog
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog
 
     host = f"k{version.replace('.', '-')}-{config}"
-    service = kgn_stack_catalog([stack])[stack]["service"]
+    service = stack_catalog([stack])[stack]["service"]
     rendered_service = _by_kind(rendered, host, "Service", service["name"])
     assert rendered_service["spec"]["ports"][0]["port"] == service["port"]
     deployment = _by_kind(rendered, host, "Deployment", "kgn-gpu-scheduler")

@@ -1,7 +1,7 @@
 """Rendered kube-scheduler configs against strict per-apiVersion JSON Schemas (tests/schemas/kube-scheduler/).
 
 For every Kubernetes minor 1.16-1.35 the config with one gpushare extender (the seeds' values) is rendered by
-kgn_scheduler_config, serialized the way the role writes it (JSON for a Policy, YAML otherwise), parsed back and
+scheduler_config, serialized the way the role writes it (JSON for a Policy, YAML otherwise), parsed back and
 validated. The schemas set additionalProperties false everywhere, so unknown and mis-cased keys fail.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -24,9 +23,7 @@ SEED_FILES = SCHEMAS / "seeds"
 SHARED_SEEDS = ROOT.parent / "shared" / "seeds"
 G = "kubescheduler.config.k8s.io"
 
-_spec = importlib.util.spec_from_file_location("kgn_scheduler", ROOT / "filter_plugins" / "kgn_scheduler.py")
-kgn_scheduler = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kgn_scheduler)
+import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler as kgn_scheduler  # noqa: E402
 
 # which schema file must validate the document of each minor (version-facts A2b, issue 3 item 2)
 SCHEMA_FOR_MINOR = {
@@ -67,7 +64,7 @@ def errors(name: str, doc: dict) -> list[str]:
 
 
 def render(minor: int, **extra) -> dict:
-    return kgn_scheduler.kgn_scheduler_config(f"1.{minor}.0", [{**GPUSHARE, **extra}], "/etc/kubernetes/scheduler.conf")
+    return kgn_scheduler.scheduler_config(f"1.{minor}.0", [{**GPUSHARE, **extra}], "/etc/kubernetes/scheduler.conf")
 
 
 @pytest.mark.parametrize("minor", sorted(SCHEMA_FOR_MINOR))
@@ -194,10 +191,10 @@ def test_schemas_accept_the_policy_seed_file_verbatim():
 def test_seed_converted_by_the_filter_stays_valid():
     kubeasz = yaml.safe_load((SEED_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text())
     policy = json.loads((SEED_FILES / "design-policy-scheduler-policy-config.json").read_text())
-    doc = kgn_scheduler.kgn_scheduler_config("1.23.1", [GPUSHARE], None, copy.deepcopy(kubeasz))
+    doc = kgn_scheduler.scheduler_config("1.23.1", [GPUSHARE], None, copy.deepcopy(kubeasz))
     assert errors("v1beta3.json", doc) == []
     for minor in (19, 22, 25, 35):
-        doc = kgn_scheduler.kgn_scheduler_config(
+        doc = kgn_scheduler.scheduler_config(
             f"1.{minor}", [], "/etc/kubernetes/scheduler.conf", copy.deepcopy(policy)
         )
         assert errors(SCHEMA_FOR_MINOR[minor], doc) == []

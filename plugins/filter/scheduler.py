@@ -1,0 +1,16 @@
+"""Filters over plugins/module_utils/scheduler.py (documentation: the sidecar <filter>.yml files)."""
+
+from __future__ import annotations
+
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+
+
+class FilterModule:
+    """Filters of the scheduler decisions."""
+
+    def filters(self) -> dict:
+        return wrap({
+            "scheduler_variant": scheduler.scheduler_variant,
+            "scheduler_config": scheduler.scheduler_config,
+        })

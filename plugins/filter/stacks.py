@@ -1,0 +1,20 @@
+"""Filters over plugins/module_utils/stacks.py (documentation: the sidecar <filter>.yml files)."""
+
+from __future__ import annotations
+
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+
+
+class FilterModule:
+    """Filters of the stacks decisions."""
+
+    def filters(self) -> dict:
+        return wrap({
+            "stack_catalog": stacks.stack_catalog,
+            "stack_extenders": stacks.stack_extenders,
+            "stack_problems": stacks.stack_problems,
+            "stack_image": stacks.stack_image,
+            "secondary_scheduler": stacks.secondary_scheduler,
+            "stack_service_urls": stacks.stack_service_urls,
+        })

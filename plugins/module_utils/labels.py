@@ -1,0 +1,200 @@
+"""GPU node labels: what a node should carry, and the patch that gets it there safely.
+
+Filters:
+  node_labels          desired labels from gpu_facts (the gpu_facts module result) + the node's stacks
+  node_gpu_problems    what the node's GPUs cannot do for the chosen stacks (MPS on pre-Volta ...)
+  node_label_patch     merge patch from desired + current labels/annotations: removes only labels
+                           this project set before (recorded in an annotation), never anyone else's
+  kubelet_node_labels  the same labels as a kubelet --node-labels value, for nodes not joined yet
+
+GPU tables are not repeated here: product -> architecture, accelerator value and the GPU Feature
+Discovery labels come from nvidia.py (the driver engineer's filters), stack selectors from the
+stack catalog in stacks.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import nvidia
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks as stack_catalog
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+
+MANAGED_ANNOTATION = "kube-gpu-nodes.io/managed-labels"
+VOLTA_MPS_LABEL = "kube-gpu-nodes.io/gpu.volta-mps"
+SHARING_MODES = ("none", "time-slicing", "mps")
+# Label key: optional DNS prefix + "/" + name (<= 63, alphanumeric ends); value <= 63, may be empty.
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_KEY_RE = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
+_VALUE_RE = re.compile(rf"^({_NAME})?$")
+
+
+def _facts(gpu_facts, name):
+    if not isinstance(gpu_facts, dict) or "gpus" not in gpu_facts:
+        raise KgnError(
+            f"{name}: input must be the result of the gpu_facts module (a dict with 'gpu_present' and 'gpus'), "
+            f"got {type(gpu_facts).__name__}; run the nvidia_driver role (or gpu_facts) on the node first"
+        )
+    gpus = gpu_facts.get("gpus") or []
+    if not isinstance(gpus, list):
+        raise KgnError(f"{name}: gpu_facts.gpus must be a list, got {type(gpus).__name__}")
+    return gpus
+
+
+def _gpu_infos(gpus):
+    return [nvidia.nvidia_gpu_info(str(g.get("product_name") or ""), strict=False)
+            if g.get("product_name") else None for g in gpus]
+
+
+def _mig_enabled(gpu):
+    return str(gpu.get("mig_mode_current") or gpu.get("mig_mode") or "").lower() == "enabled"
+
+
+def _volta_mps(gpus, infos):
+    """True when every GPU supports Volta MPS (compute capability >= 7.0) [MPS-DOC]."""
+    if not gpus:
+        return False
+    for gpu, info in zip(gpus, infos, strict=True):
+        cc = gpu.get("compute_capability") or (info or {}).get("compute_capability")
+        if not cc:
+            return False
+        major, minor = (int(p) for p in str(cc).split(".", 1))
+        if (major, minor) < (7, 0):
+            return False
+    return True
+
+
+def node_labels(gpu_facts, stacks=None, sharing="none", require_gpu=True):
+    """Labels a GPU node should carry, as a dict of strings.
+
+    From the GPU facts: the GPU Feature Discovery labels of nvidia_gfd_labels (present, product,
+    memory, count, compute capability, family, MIG capable, driver/CUDA versions), the seeds'
+    ``accelerator=nvidia-tesla-t4`` model label and ``kube-gpu-nodes.io/gpu.volta-mps``. From the
+    stacks: each stack's selector labels (gpushare=true, gpu-node=true, ...). ``sharing`` is the
+    NVIDIA device plugin sharing mode (none, time-slicing, mps), published as GFD does with
+    nvidia.com/gpu.sharing-strategy and nvidia.com/mps.capable. A node without a GPU gets only
+    nvidia.com/gpu.present=false unless ``require_gpu`` is false.
+    """
+    name = "node_labels"
+    gpus = _facts(gpu_facts, name)
+    names = stack_catalog._stack_list(stacks)
+    if sharing not in SHARING_MODES:
+        raise KgnError(f"{name}: sharing is {sharing!r}; accepted: {', '.join(SHARING_MODES)}")
+    labels = dict(nvidia.nvidia_gfd_labels(gpu_facts))
+    if not gpus and require_gpu:
+        return labels
+    if gpus:
+        infos = _gpu_infos(gpus)
+        labels["accelerator"] = nvidia.nvidia_accelerator_label(str(gpus[0].get("product_name") or "unknown"))
+        labels[VOLTA_MPS_LABEL] = "true" if _volta_mps(gpus, infos) else "false"
+    for stack in names:
+        labels.update(stack_catalog._CATALOG[stack]["node_labels"])
+    if "nvidia_device_plugin" in names:
+        labels["nvidia.com/gpu.sharing-strategy"] = sharing
+        # GFD semantics: mps.capable is true only when MPS sharing is configured [GFD-README-0.17];
+        # the device plugin's MPS control daemon selects on it.
+        labels["nvidia.com/mps.capable"] = "true" if sharing == "mps" else "false"
+    return labels
+
+
+def node_gpu_problems(gpu_facts, stacks=None, sharing="none", gpushare_mps=False):
+    """What this node's GPUs cannot do for its stacks, as messages (empty = fine)."""
+    name = "node_gpu_problems"
+    gpus = _facts(gpu_facts, name)
+    names = stack_catalog._stack_list(stacks)
+    infos = _gpu_infos(gpus)
+    products = ", ".join(sorted({str(g.get("product_name")) for g in gpus})) or "no GPU"
+    problems = []
+    volta = _volta_mps(gpus, infos)
+    if gpushare_mps and "gpushare" in names and not volta:
+        problems.append(
+            f"gpushare_mps is true but this node's GPUs ({products}) do not support Volta MPS (compute capability "
+            f">= 7.0 needed); set gpu_sharing_stacks_gpushare_mps: false for this node"
+        )
+    if sharing == "mps" and "nvidia_device_plugin" in names:
+        if not volta:
+            problems.append(
+                f"device plugin MPS sharing needs Volta or newer GPUs; this node has {products}; use time-slicing"
+            )
+        if any(_mig_enabled(g) for g in gpus):
+            problems.append(
+                "device plugin MPS sharing is not supported on MIG-enabled GPUs [DP-README-0.17]; disable MIG on "
+                "this node or use time-slicing"
+            )
+    return problems
+
+
+def _check_labels(labels, what):
+    if not isinstance(labels, dict):
+        raise KgnError(f"{what} must be a dict of label key -> string value, got {type(labels).__name__}")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _KEY_RE.match(key):
+            raise KgnError(f"{what}: {key!r} is not a valid Kubernetes label key")
+        if value is not None and (not isinstance(value, str) or not _VALUE_RE.match(value)):
+            raise KgnError(
+                f"{what}: value {value!r} of {key!r} is not a valid label value (a string of at most 63 characters; "
+                f"quote true/false/numbers in YAML)"
+            )
+
+
+def node_label_patch(desired, current_labels=None, current_annotations=None, overwrite_foreign=False):
+    """Merge patch that moves a node from its current labels to ``desired``, touching only ours.
+
+    The labels this project wrote are recorded in the annotation kube-gpu-nodes.io/managed-labels
+    (comma-separated keys). A label is removed only when it is recorded there and no longer desired.
+    A desired label that exists with another value and was not written by this project is left
+    alone and reported in ``foreign`` unless ``overwrite_foreign``; one that already has the desired
+    value is left unrecorded, so disabling the stack later does not remove someone else's label.
+    """
+    _check_labels(desired, "desired labels")
+    current = current_labels or {}
+    annotations = current_annotations or {}
+    _check_labels(current, "current node labels")
+    if not isinstance(annotations, dict):
+        raise KgnError(f"current annotations must be a dict, got {type(annotations).__name__}")
+    recorded = annotations.get(MANAGED_ANNOTATION) or ""
+    previous = {k for k in str(recorded).split(",") if k}
+    label_patch = {}
+    managed = set()
+    foreign = []
+    for key, value in sorted(desired.items()):
+        if current.get(key) == value:
+            if key in previous:
+                managed.add(key)
+            continue
+        if key in current and key not in previous and not overwrite_foreign:
+            foreign.append(key)
+            continue
+        label_patch[key] = value
+        managed.add(key)
+    removed = sorted(k for k in previous - set(desired) if k in current)
+    for key in removed:
+        label_patch[key] = None
+    new_record = ",".join(sorted(managed))
+    metadata = {}
+    if label_patch:
+        metadata["labels"] = label_patch
+    if new_record != recorded:
+        metadata["annotations"] = {MANAGED_ANNOTATION: new_record or None}
+    return {
+        "patch": {"metadata": metadata} if metadata else {},
+        "changed": bool(metadata),
+        "set": {k: v for k, v in label_patch.items() if v is not None},
+        "removed": removed,
+        "foreign": foreign,
+        "managed": sorted(managed),
+    }
+
+
+def kubelet_node_labels(labels):
+    """``labels`` as the value of kubelet --node-labels (``k=v,k2=v2``, sorted)."""
+    _check_labels(labels, "labels")
+    restricted = [k for k in labels if re.match(r"^([^/]*\.)?(kubernetes\.io|k8s\.io)/", k)
+                  and not k.startswith(("kubelet.kubernetes.io/", "node.kubernetes.io/"))]
+    if restricted:
+        raise KgnError(
+            f"kubelet may not set labels in the kubernetes.io / k8s.io namespaces ({', '.join(restricted)}); "
+            f"set them through the API instead"
+        )
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+

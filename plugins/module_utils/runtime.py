@@ -1,0 +1,470 @@
+"""Container-runtime decisions and config merges for NVIDIA GPU nodes (issue 3 item 5, issue 7).
+
+Every filter is a pure function over plain data and returns plain types. Documentation: one sidecar
+``filter_plugins/<filter name>.yml`` per filter. Facts are cited with the source keys of
+../shared/reference/version-facts.md (section B), e.g. [ISS-NVD-1035].
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+import tomllib
+
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, to_plain
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import VersionError, parse_version
+
+NVIDIA_RUNTIME = "nvidia"
+RUNC_V2 = "io.containerd.runc.v2"
+# nvidia-ctk writes an absolute path for containerd/CRI-O and a bare name for Docker [NCT] docker.go.
+DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"
+DOCKER_DEFAULT_PATH = "nvidia-container-runtime"
+RUNTIMES = ("docker", "containerd", "crio")
+
+
+def _version(value: object, what: str) -> tuple[int, int, int]:
+    try:
+        return parse_version(value, what)
+    except VersionError as err:
+        raise KgnError(str(err)) from None
+
+
+def _plain(value: object) -> object:
+    try:
+        return to_plain(value)
+    except NotPlainError as err:
+        raise KgnError(f"unsupported value of type {err}") from None
+
+
+def _mapping(value: object, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise KgnError(f"{what} must be a mapping (a parsed config file), got {type(value).__name__}")
+    return _plain(value)
+
+
+# --- decisions -----------------------------------------------------------------------------------
+
+
+def docker_nvidia_package(docker_version: object) -> str:
+    """NVIDIA package for a Docker engine version.
+
+    Docker < 19.03 needs nvidia-docker2 (registers the ``nvidia`` runtime); from 19.03 Docker has
+    ``--gpus`` and nvidia-container-toolkit is the package [ISS-NVD-1035], [NVDOCKER-README-OLD].
+    Under Kubernetes the default runtime must be ``nvidia`` in both cases [DP-README-0.17]: that is
+    the daemon.json merge's job, not the package's.
+    """
+    return "nvidia-docker2" if _version(docker_version, "docker_version") < (19, 3, 0) else "nvidia-container-toolkit"
+
+
+def dockershim_available(kubernetes_version: object) -> bool:
+    """Whether kubelet of this version talks to Docker itself (dockershim, removed in 1.24 [WEB-CRIDOCKERD]).
+
+    From 1.24 Docker is only usable through cri-dockerd.
+    """
+    return _version(kubernetes_version, "kubernetes_version") < (1, 24, 0)
+
+
+def container_runtime_choice(detected: object, kubernetes_version: object, requested: str = "auto") -> str:
+    """The engine kubelet uses on a node: ``docker``, ``containerd`` or ``crio``.
+
+    ``detected``: ``{docker: version|None, containerd: version|None, crio: version|None,
+    cri_dockerd: bool}`` (what is installed). ``auto`` picks: CRI-O when present; Docker when
+    dockershim exists (< 1.24) or cri-dockerd is installed [WEB-CRIDOCKERD]; otherwise containerd.
+    """
+    found = _mapping(detected, "container_runtime_choice: the detected runtimes")
+    installed = [name for name in RUNTIMES if found.get(name)]
+    if requested not in ("auto", *RUNTIMES):
+        raise KgnError(
+            f"container_runtime {requested!r} is not supported; use one of auto, docker, containerd, crio"
+        )
+    if requested != "auto":
+        if requested not in installed:
+            raise KgnError(
+                f"container_runtime is {requested!r} but {requested} is not installed on this node "
+                f"(found: {', '.join(installed) or 'none'}); install it first or set container_runtime to auto"
+            )
+        if requested == "docker" and not dockershim_available(kubernetes_version) and not found.get("cri_dockerd"):
+            raise KgnError(
+                f"container_runtime is 'docker' but Kubernetes {kubernetes_version} has no dockershim "
+                "(removed in 1.24) and cri-dockerd is not installed; install cri-dockerd or use containerd"
+            )
+        return requested
+    if "crio" in installed:
+        return "crio"
+    if "docker" in installed and (dockershim_available(kubernetes_version) or found.get("cri_dockerd")):
+        return "docker"
+    if "containerd" in installed:
+        return "containerd"
+    raise KgnError(
+        f"container_runtime is auto but no usable engine was found for Kubernetes {kubernetes_version} "
+        f"(found: {', '.join(installed) or 'none'}, cri-dockerd: {bool(found.get('cri_dockerd'))}); "
+        "install containerd, CRI-O, or Docker (+ cri-dockerd from 1.24)"
+    )
+
+
+def _cri_plugin(config_version: int) -> str:
+    # [NCT] containerd.go criRuntimePluginName: 1 -> "cri", 2 -> grpc.v1.cri, 3 -> cri.v1.runtime
+    return {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}[config_version]
+
+
+def containerd_layout(containerd_version: object) -> dict:
+    """Config layout for a containerd version.
+
+    Config version 2 for containerd 1.3-1.7, version 3 for 2.x [NCT], [CTRD-REL]. ``imports`` exist
+    from 1.3 (containerd#3574); 1.3.0 only matched imported CRI tables under ``plugins.cri``
+    (containerd#3776), so drop-ins are used from 1.4. Before 2.0 an imported file replaces a
+    plugin's table as a whole (containerd#5837), so the drop-in carries the whole CRI table (like
+    nvidia-ctk's getBaseDropInConfigTree [NCT]); 2.0 merges tables key by key (containerd#9982).
+    """
+    version = _version(containerd_version, "containerd_version")
+    if version < (1, 3, 0):
+        raise KgnError(
+            f"containerd {containerd_version} is older than 1.3 (config version 1, plugin 'cri'); "
+            "upgrade containerd to 1.6 or newer"
+        )
+    config_version = 3 if version >= (2, 0, 0) else 2
+    plugin = _cri_plugin(config_version)
+    return {
+        "config_version": config_version,
+        "cri_plugin": plugin,
+        "runtimes_path": ["plugins", plugin, "containerd", "runtimes"],
+        "default_runtime_path": ["plugins", plugin, "containerd", "default_runtime_name"],
+        "imports_supported": version >= (1, 4, 0),
+        "imports_merge": "key" if config_version == 3 else "plugin",
+    }
+
+
+def nvidia_repo_layout(
+    toolkit_version: object,
+    base_url: str = "https://nvidia.github.io",
+    distribution: str = "",
+    family: str = "deb",
+) -> dict:
+    """NVIDIA's package repository for a container-toolkit version [NCT-1.10-APT], [NCT-1.12.1], [NCT-INSTALL].
+
+    < 1.6.0: the nvidia-docker repository (three repos per distribution); 1.6.0-1.13.x:
+    ``libnvidia-container/<distribution>``; >= 1.14.0: distribution-independent
+    ``libnvidia-container/stable/<deb|rpm>``. ``base_url`` is NVIDIA's site or a mirror of it.
+    apt lines use ``$(ARCH)``, which apt expands itself. ``rpm_repos`` are the sections of NVIDIA's
+    own .repo file for that era (section id, ``<url>/$basearch``, each repository's own gpgkey):
+    NVIDIA/libnvidia-container gh-pages ``stable/rpm/nvidia-container-toolkit.repo`` and
+    ``centos7/libnvidia-container.repo``, NVIDIA/nvidia-docker gh-pages ``centos7/nvidia-docker.repo``.
+    """
+    version = _version(toolkit_version, "nvidia_container_toolkit_version")
+    if family not in ("deb", "rpm"):
+        raise KgnError(f"package family {family!r} is not supported; use deb or rpm")
+    base = str(base_url).rstrip("/")
+    if not base:
+        raise KgnError("the repository base URL is empty; set it to https://nvidia.github.io or a mirror")
+    if version >= (1, 14, 0):
+        era, paths, key = "stable", [f"libnvidia-container/stable/{family}"], "libnvidia-container/gpgkey"
+        repo_file = "libnvidia-container/stable/rpm/nvidia-container-toolkit.repo"
+    else:
+        if not distribution:
+            raise KgnError(
+                f"toolkit {toolkit_version} predates the distribution-independent repository (1.14.0): "
+                "give the distribution as NVIDIA names it, e.g. 'ubuntu18.04' or 'debian10'"
+            )
+        if version >= (1, 6, 0):
+            era, paths, key = (
+                "libnvidia-container",
+                [f"libnvidia-container/{distribution}"],
+                "libnvidia-container/gpgkey",
+            )
+            repo_file = f"libnvidia-container/{distribution}/libnvidia-container.repo"
+        else:
+            era = "nvidia-docker"
+            repos = ("libnvidia-container", "nvidia-container-runtime", "nvidia-docker")
+            paths = [f"{repo}/{distribution}" for repo in repos]
+            key = "nvidia-docker/gpgkey"
+            repo_file = f"nvidia-docker/{distribution}/nvidia-docker.repo"
+    urls = [f"{base}/{path}" for path in paths]
+    # NVIDIA's section ids: the repository's name (below 1.14), nvidia-container-toolkit (stable).
+    ids = [path.split("/")[0] for path in paths] if era != "stable" else ["nvidia-container-toolkit"]
+    return {
+        "era": era,
+        "repo_urls": urls,
+        "apt_suites": [f"{url}/$(ARCH) /" for url in urls] if family == "deb" else [],
+        "rpm_repo_file_url": f"{base}/{repo_file}" if family == "rpm" else "",
+        "rpm_repos": [
+            {"id": repo_id, "baseurl": f"{url}/$basearch", "gpgkey": f"{base}/{path.split('/')[0]}/gpgkey"}
+            for repo_id, url, path in zip(ids, urls, paths, strict=True)
+        ]
+        if family == "rpm"
+        else [],
+        "gpgkey_url": f"{base}/{key}",
+        "keyring": "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
+        "apt_list_file": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+        "yum_repo_file": "/etc/yum.repos.d/nvidia-container-toolkit.repo",
+    }
+
+
+def nvidia_toolkit_rpm_packages(
+    toolkit_version: object,
+    package: str = "nvidia-container-toolkit",
+    nvidia_docker2_version: object = "2.14.0",
+    installed: object = None,
+) -> dict:
+    """The pinned rpm packages of the container toolkit and what dnf/yum still has to do for them.
+
+    ``nvidia-container-toolkit-<version>``, plus ``nvidia-container-toolkit-base-<version>`` from 1.11.0
+    (the toolkit was split then; the apt path pins the same pair), plus ``nvidia-docker2-<version>``
+    when ``package`` is nvidia-docker2 (Docker < 19.03, docker_nvidia_package). ``installed``:
+    ``name=version-release`` of the installed ones, one per line of ``rpm -q --qf '%{NAME}=%{VERSION}-%{RELEASE}'``.
+    A spec is met when the installed version is the pin or the pin followed by ``-<release>``.
+    ``moved``: packages installed at another version, whose version lock must go before dnf can
+    move them to the pin.
+    """
+    name = "nvidia_toolkit_rpm_packages"
+    version = _version(toolkit_version, "nvidia_container_toolkit_version")
+    if package not in ("nvidia-container-toolkit", "nvidia-docker2"):
+        raise KgnError(f"{name}: package {package!r} is not nvidia-container-toolkit or nvidia-docker2")
+    if installed is None:
+        installed = []
+    if not isinstance(installed, list) or not all(isinstance(i, str) and "=" in i for i in installed):
+        raise KgnError(f"{name}: installed {installed!r} must be a list of 'name=version-release' strings")
+    pins = [("nvidia-container-toolkit", str(toolkit_version))]
+    if version >= (1, 11, 0):
+        pins.append(("nvidia-container-toolkit-base", str(toolkit_version)))
+    if package == "nvidia-docker2":
+        _version(nvidia_docker2_version, "nvidia_container_toolkit_nvidia_docker2_version")
+        pins.append(("nvidia-docker2", str(nvidia_docker2_version)))
+    have = dict(i.split("=", 1) for i in installed)
+    unmet = [(pkg, pin) for pkg, pin in pins if have.get(pkg) != pin and not have.get(pkg, "").startswith(pin + "-")]
+    return {
+        "install": [f"{pkg}-{pin}" for pkg, pin in pins],
+        "names": [pkg for pkg, _ in pins],
+        "unmet": [f"{pkg}-{pin}" for pkg, pin in unmet],
+        "moved": [pkg for pkg, _ in unmet if pkg in have],
+    }
+
+
+# --- Docker daemon.json ----------------------------------------------------------------------------
+
+
+def json_document(text: object, path: str = "the file") -> dict:
+    """Parse a JSON object from ``text``; the error names ``path``, line and column. Empty -> {}."""
+    body = "" if text is None else str(text)
+    if not body.strip():
+        return {}
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as err:
+        raise KgnError(
+            f"{path} is not valid JSON: line {err.lineno}, column {err.colno}: {err.msg}. "
+            f"It was left unchanged; fix that line (or move the file away) and run again"
+        ) from None
+    if not isinstance(data, dict):
+        raise KgnError(f"{path} must hold a JSON object ({{...}}), found {type(data).__name__}")
+    return _plain(data)
+
+
+def docker_daemon_merge(
+    existing: object,
+    runtime_path: str = DOCKER_DEFAULT_PATH,
+    runtime_args: object = None,
+    set_default: bool = True,
+) -> dict:
+    """daemon.json with the nvidia runtime merged in; every other key is kept as it is.
+
+    Sets ``runtimes.nvidia.path`` and ``runtimeArgs`` (Docker's documented key; nvidia-ctk writes
+    ``args``, which Docker ignores [NCT] docker.go vs dockerd.md) and ``default-runtime: nvidia``,
+    which Kubernetes needs on Docker whatever the Docker version [DP-README-0.17], [ISS-DP-168].
+    """
+    config = _mapping(existing, "docker_daemon_merge: the existing daemon.json")
+    args = _plain(runtime_args) if runtime_args is not None else []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise KgnError(f"runtime_args must be a list of strings, got {runtime_args!r}")
+    runtimes = config.get("runtimes", {})
+    if not isinstance(runtimes, dict):
+        raise KgnError(f"daemon.json 'runtimes' must be an object, found {type(runtimes).__name__}")
+    entry = runtimes.get(NVIDIA_RUNTIME, {})
+    if not isinstance(entry, dict):
+        entry = {}
+    entry.update({"path": str(runtime_path), "runtimeArgs": args})
+    runtimes[NVIDIA_RUNTIME] = entry
+    config["runtimes"] = runtimes
+    if set_default:
+        config["default-runtime"] = NVIDIA_RUNTIME
+    return config
+
+
+# --- containerd ---------------------------------------------------------------------------------
+
+
+def _dig(tree: dict, path: list, create: bool = False) -> dict:
+    node = tree
+    for key in path:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            if not create:
+                return {}
+            child = node[key] = {}
+        node = child
+    return node
+
+
+def _file_config_version(config: dict, containerd_version: tuple[int, int, int]) -> int:
+    if not config:
+        return 3 if containerd_version >= (2, 0, 0) else 2
+    version = config.get("version", 1)
+    if version not in (1, 2, 3) or isinstance(version, bool):
+        raise KgnError(f"containerd config has version = {version!r}; containerd knows 1, 2 and 3")
+    if version == 1:
+        raise KgnError(
+            "containerd config.toml has no 'version' key (config version 1, plugin 'cri'); "
+            "convert it to version 2 (containerd 1.x) or 3 (containerd 2.x, `containerd config migrate`) first"
+        )
+    if version == 3 and containerd_version < (2, 0, 0):
+        raise KgnError("containerd config.toml is version 3 but containerd is 1.x, which reads only 1 and 2")
+    return version
+
+
+def _base_runtime(cri: dict, builtin_cri: dict) -> tuple[str, dict | None, bool]:
+    """The runtime nvidia is modelled on: the default one (normally runc), from the file or else from
+    containerd's built-in config. Returns (name, entry, found_only_in_builtin)."""
+    default = _dig(cri, ["containerd"]).get("default_runtime_name", "runc")
+    name = default if default != NVIDIA_RUNTIME else "runc"
+    entry = _dig(cri, ["containerd", "runtimes"]).get(name)
+    if isinstance(entry, dict):
+        return name, entry, False
+    entry = _dig(builtin_cri, ["containerd", "runtimes"]).get(name)
+    return name, (entry if isinstance(entry, dict) else None), isinstance(entry, dict)
+
+
+def _nvidia_entry(source: dict | None, binary: str) -> dict:
+    """The nvidia runtime: runc's entry (options incl. SystemdCgroup) with BinaryName [NCT] config.go."""
+    entry = copy.deepcopy(source) if isinstance(source, dict) else {}
+    entry["runtime_type"] = RUNC_V2
+    options = entry.get("options") if isinstance(entry.get("options"), dict) else {}
+    options["BinaryName"] = binary
+    entry["options"] = options
+    return entry
+
+
+def containerd_nvidia(
+    existing: object,
+    containerd_version: object,
+    runtime_path: str = DEFAULT_BINARY,
+    dropin_path: str = "",
+    set_default: bool = True,
+    builtin: object = None,
+) -> dict:
+    """containerd config with the nvidia runtime (default) for config version 2 or 3.
+
+    Returns ``{config, dropin, dropin_path, cri_plugin, config_version}``: ``config`` is the whole
+    config.toml (unchanged but for ``imports`` when a drop-in is used), ``dropin`` the drop-in
+    document or None. A config that disables the CRI plugin is refused: kubelet could not use it.
+    ``builtin``: the parsed ``containerd config default``. A file without a runc entry (Debian's) relies
+    on containerd's built-in runc; writing ``runtimes.nvidia`` alone would replace that built-in table
+    and drop runc (seen on containerd 1.6), so the built-in runc entry is written too.
+    """
+    version = _version(containerd_version, "containerd_version")
+    layout = containerd_layout(containerd_version)
+    config = _mapping(existing, "containerd_nvidia: the existing config.toml")
+    disabled = [str(p) for p in config.get("disabled_plugins", []) or []]
+    cri_names = {"cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"}
+    if cri_names.intersection(disabled):
+        raise KgnError(
+            f"containerd config.toml has disabled_plugins = {disabled}: the CRI plugin is off (Docker's "
+            "containerd.io package ships it that way), so kubelet cannot use containerd and no runtime "
+            'can be added. Remove "cri" from disabled_plugins (or the whole file to start from containerd\'s '
+            "default) and run again"
+        )
+    config_version = _file_config_version(config, version)
+    plugin = _cri_plugin(config_version)
+    merged = copy.deepcopy(config)
+    merged["version"] = config_version
+    cri = _dig(merged, ["plugins", plugin], create=True)
+    live = _mapping(builtin, "containerd_nvidia: the built-in config (containerd config default)")
+    live_cri = _dig(live, ["plugins", plugin]) if live.get("version", config_version) == config_version else {}
+    base_name, base_entry, base_is_builtin = _base_runtime(cri, live_cri)
+    nvidia = _nvidia_entry(base_entry, str(runtime_path))
+    added = {NVIDIA_RUNTIME: nvidia}
+    if base_is_builtin:
+        added[base_name] = copy.deepcopy(base_entry)
+
+    use_dropin = bool(dropin_path) and layout["imports_supported"]
+    if not use_dropin:
+        _dig(cri, ["containerd", "runtimes"], create=True).update(added)
+        if set_default:
+            _dig(cri, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
+        return {
+            "config": merged,
+            "dropin": None,
+            "dropin_path": "",
+            "cri_plugin": plugin,
+            "config_version": config_version,
+        }
+
+    # Drop-in: containerd 1.x replaces the whole plugin table on import, so carry all of it (containerd#5837).
+    base = copy.deepcopy(cri) if config_version == 2 else {}
+    _dig(base, ["containerd", "runtimes"], create=True).update(added)
+    if set_default:
+        _dig(base, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
+    dropin = {"version": config_version, "plugins": {plugin: base}}
+    main = copy.deepcopy(config)
+    main["version"] = config_version
+    imports = [str(i) for i in main.get("imports", []) or []]
+    if not any(fnmatch.fnmatch(dropin_path, pattern) for pattern in imports):
+        imports.append(dropin_path)
+    main["imports"] = imports
+    return {
+        "config": main,
+        "dropin": dropin,
+        "dropin_path": dropin_path,
+        "cri_plugin": plugin,
+        "config_version": config_version,
+    }
+
+
+# --- CRI-O ---------------------------------------------------------------------------------------
+
+
+def crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set_default: bool = True) -> dict:
+    """CRI-O drop-in document with the nvidia runtime [NCT] crio.go, [DP-README-0.17].
+
+    ``existing``: the parsed CRI-O config (crio.conf merged with its drop-ins) or {}; the options
+    of its default runtime (``crun`` from CRI-O 1.31, ``runc`` before) are copied, then
+    ``runtime_path`` and ``runtime_type = "oci"`` are set.
+    """
+    config = _mapping(existing, "crio_dropin: the existing CRI-O config")
+    runtime = _dig(config, ["crio", "runtime"])
+    default = runtime.get("default_runtime", "")
+    source = _dig(runtime, ["runtimes"]).get(default) if default and default != NVIDIA_RUNTIME else None
+    entry = copy.deepcopy(source) if isinstance(source, dict) else {}
+    entry.update({"runtime_path": str(runtime_path), "runtime_type": entry.get("runtime_type", "oci")})
+    section: dict = {"runtimes": {NVIDIA_RUNTIME: entry}}
+    if set_default:
+        section["default_runtime"] = NVIDIA_RUNTIME
+    return {"crio": {"runtime": section}}
+
+
+# --- TOML ----------------------------------------------------------------------------------------
+
+
+def toml_parse(text: object, path: str = "the file") -> dict:
+    """Parse TOML (tomllib); the error names ``path``. Empty -> {}."""
+    body = "" if text is None else str(text)
+    try:
+        return _plain(tomllib.loads(body))
+    except tomllib.TOMLDecodeError as err:
+        raise KgnError(
+            f"{path} is not valid TOML: {err}. It was left unchanged; fix it and run again"
+        ) from None
+
+
+def toml_emit(data: object) -> str:
+    """Emit a mapping as TOML (tomli-w, pinned in requirements.txt)."""
+    try:
+        import tomli_w
+    except ImportError:
+        raise KgnError(
+            "toml_emit needs the Python package tomli-w on the controller (requirements.txt)"
+        ) from None
+    return tomli_w.dumps(_mapping(data, "toml_emit: the document"))
+

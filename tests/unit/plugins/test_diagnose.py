@@ -1,0 +1,428 @@
+"""verify_checks / diagnose / verify_verdict against the role's real diagnosis catalog.
+
+Each fault is an observation a node really shows in that state (what gpu_node_probe returns); the
+test asserts the check that fails and the catalog entry that explains it.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import ansible_collections.kgn.gpu_nodes.plugins.filter.diagnose as d
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+ROLE_VARS = Path(__file__).resolve().parents[3] / "roles" / "gpu_node_verify" / "vars" / "main.yml"
+CATALOG = yaml.safe_load(ROLE_VARS.read_text())["__gpu_node_verify_catalog"]
+
+GPU_OK = {
+    "present": True,
+    "pci_devices": [{"address": "0000:03:00.0", "device": "0x1eb8", "class": "0x030200"}],
+    "modules": {"nvidia": True, "nouveau": False},
+    "kernel_driver_version": "535.309.01",
+    "package_name": "nvidia-driver",
+    "package_version": "535.309.01-1~deb12u1",
+    "secure_boot": False,
+    "smi": {
+        "found": True,
+        "rc": 0,
+        "error": "",
+        "cuda_version": "12.2",
+        "gpus": [{"name": "Tesla T4", "driver_version": "535.309.01", "memory_total_mib": "15360"}],
+    },
+}
+DOCKER_OK = {
+    "requested": "auto",
+    "engine": "docker",
+    "docker": {
+        "installed": True,
+        "answered": True,
+        "version": "20.10.24",
+        "default_runtime": "nvidia",
+        "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"],
+        "config_path": "/etc/docker/daemon.json",
+    },
+}
+CONTAINERD_OK = {
+    "requested": "auto",
+    "engine": "containerd",
+    "containerd": {
+        "installed": True,
+        "answered": True,
+        "version": "1.7.24",
+        "default_runtime": "nvidia",
+        "runtimes": ["nvidia", "runc"],
+        "config_path": "/etc/containerd/config.toml",
+        "config_mentions_nvidia": True,
+        "backup_mentions_nvidia": False,
+    },
+}
+API_OK = {
+    "reachable": True,
+    "node_name": "gpu1",
+    "node": {"labels": {"gpushare": "true"}, "allocatable": {"aliyun.com/gpu-mem": "14", "aliyun.com/gpu-count": "1"}},
+    "daemonsets": [{"name": "gpushare-device-plugin-ds", "args": ["gpushare-device-plugin-v2", "--memory-unit=GiB"]}],
+}
+NODE_EXPECTED = {
+    "host": "gpu1",
+    "kinds": ["gpu_node"],
+    "stacks": ["gpushare"],
+    "expect_gpu": True,
+    "driver_version": "535.309.01",
+    "labels": {"gpushare": "true"},
+    "resources": ["aliyun.com/gpu-mem", "aliyun.com/gpu-count"],
+    "device_plugin_sockets": [r"aliyun.*\.sock"],
+}
+SCHED_OK = {
+    "process": {"running": True, "flags": {"config": "/etc/kubernetes/scheduler-policy-config.yaml"}},
+    "persisted": {
+        "style": "systemd",
+        "path": "/etc/systemd/system/kube-scheduler.service",
+        "flags": {"config": "/etc/kubernetes/scheduler-policy-config.yaml"},
+    },
+    "config": {"exists": True, "extender_urls": ["http://127.0.0.1:32766/gpushare-scheduler"]},
+    "health": {"url": "https://127.0.0.1:10259/healthz", "status": 200, "body": "ok"},
+    "extenders": [{"url": "http://127.0.0.1:32766/gpushare-scheduler", "reachable": True, "loopback": True}],
+    "kube_proxy_mode": "iptables",
+    "route_localnet": True,
+}
+CP_EXPECTED = {
+    "host": "cp1",
+    "kinds": ["control_plane"],
+    "stacks": ["gpushare"],
+    "stack_args": [{"stack": "gpushare", "daemonset": "gpushare-device-plugin-ds", "arg": "--memory-unit"}],
+    "scheduler": {
+        "variant": "v1beta3",
+        "flag": "--config",
+        "config_path": "/etc/kubernetes/scheduler-policy-config.yaml",
+        "health_url": "https://127.0.0.1:10259/healthz",
+        "extender_paths": ["/gpushare-scheduler"],
+    },
+}
+
+
+def node(gpu=None, runtime=None, api=None, sockets=("aliyungpushare.sock",)):
+    return {
+        "gpu": copy.deepcopy(gpu or GPU_OK),
+        "runtime": copy.deepcopy(runtime or DOCKER_OK),
+        "device_plugin": {"dir": "/var/lib/kubelet/device-plugins", "sockets": list(sockets)},
+        "api": copy.deepcopy(API_OK if api is None else api),
+    }
+
+
+def judge(observed, expected=NODE_EXPECTED):
+    checks = d.diagnose(d.verify_checks(observed, expected), CATALOG)
+    return {c["id"]: c for c in checks}, d.verify_verdict(checks)
+
+
+def causes(check):
+    return [item["id"] for item in check["diagnosis"]]
+
+
+def test_healthy_gpu_node_is_ok_with_every_check_ok():
+    checks, verdict = judge(node())
+    assert verdict == "ok"
+    assert {c["status"] for c in checks.values()} == {"ok"}
+    assert set(checks) == {
+        "gpu_present",
+        "driver_package",
+        "driver_loaded",
+        "nvidia_smi",
+        "runtime_registered",
+        "runtime_default",
+        "device_plugin_socket",
+        "node_registered",
+        "node_labels",
+        "allocatable",
+    }
+
+
+def test_healthy_control_plane_is_ok():
+    checks, verdict = judge({"scheduler": copy.deepcopy(SCHED_OK), "api": copy.deepcopy(API_OK)}, CP_EXPECTED)
+    assert verdict == "ok", [c for c in checks.values() if c["status"] != "ok"]
+
+
+@pytest.mark.parametrize(("expect_gpu", "status", "verdict"), [(False, "warn", "degraded"), (True, "failed", "failed")])
+def test_gpu_less_node_says_plainly_no_gpu(expect_gpu, status, verdict):
+    gpu = {
+        "present": False,
+        "pci_devices": [],
+        "modules": {"nvidia": False, "nouveau": False},
+        "package_version": "535.309.01-1~deb12u1",
+        "package_name": "nvidia-driver",
+        "smi": {
+            "found": True,
+            "rc": 9,
+            "error": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        },
+    }
+    checks, got = judge(node(gpu=gpu, sockets=()), dict(NODE_EXPECTED, expect_gpu=expect_gpu))
+    assert got == verdict
+    assert checks["gpu_present"]["status"] == status
+    assert checks["gpu_present"]["summary"] == "no NVIDIA GPU present on this node"
+    for skipped in ("driver_loaded", "nvidia_smi", "device_plugin_socket", "allocatable"):
+        assert checks[skipped]["status"] == "skipped"
+        assert checks[skipped]["summary"] == "no NVIDIA GPU present on this node"
+    assert causes(checks["gpu_present"]) == (["no_gpu"] if expect_gpu else ["no_gpu_expected"])
+    assert checks["driver_package"]["status"] == "ok"
+
+
+def test_docker_default_set_back_to_runc_names_the_nvml_symptom_and_the_fix():
+    runtime = copy.deepcopy(DOCKER_OK)
+    runtime["docker"]["default_runtime"] = "runc"
+    checks, verdict = judge(
+        node(runtime=runtime, sockets=(), api=dict(API_OK, node={"labels": {"gpushare": "true"}, "allocatable": {}}))
+    )
+    assert verdict == "failed"
+    assert checks["runtime_registered"]["status"] == "ok"
+    assert causes(checks["runtime_default"]) == ["docker_default_not_nvidia"]
+    cause = checks["runtime_default"]["diagnosis"][0]
+    assert '"runc", not nvidia' in cause["cause"]
+    assert "Failed to initialize NVML: could not load NVML library" in cause["cause"]
+    assert '"default-runtime": "nvidia"' in cause["fix"]
+    # the knock-on failures point back at the runtime
+    assert causes(checks["device_plugin_socket"]) == ["plugin_nvml_runtime"]
+    assert causes(checks["allocatable"]) == ["allocatable_runtime"]
+
+
+def test_nvidia_runtime_removed_from_containerd_config_after_configuration():
+    runtime = copy.deepcopy(CONTAINERD_OK)
+    runtime["containerd"].update(
+        runtimes=["runc"], default_runtime="runc", config_mentions_nvidia=False, backup_mentions_nvidia=True
+    )
+    checks, verdict = judge(node(runtime=runtime))
+    assert verdict == "failed"
+    assert causes(checks["runtime_registered"]) == ["containerd_nvidia_removed"]
+    assert "/etc/containerd/config.toml" in checks["runtime_registered"]["diagnosis"][0]["cause"]
+    assert causes(checks["runtime_default"]) == ["containerd_default_not_nvidia"]
+
+
+@pytest.mark.parametrize(
+    ("toolkit", "entry"), [(True, "containerd_config_rewritten"), (False, "containerd_nvidia_missing")]
+)
+def test_containerd_without_backup_tells_rewritten_from_never_configured(toolkit, entry):
+    runtime = copy.deepcopy(CONTAINERD_OK)
+    runtime["containerd"].update(runtimes=["runc"], backup_mentions_nvidia=False)
+    runtime["toolkit_installed"] = toolkit
+    checks, _ = judge(node(runtime=runtime))
+    assert causes(checks["runtime_registered"]) == [entry]
+
+
+@pytest.mark.parametrize(
+    ("installed", "pinned", "ok"),
+    [
+        ("535.309.01-1~deb12u1", "535.309.01", True),
+        ("535.309.01-1~deb12u1", "535", True),
+        ("550.163.01-2", "535", False),
+        ("535.309.01", "535.30", False),
+    ],
+)
+def test_driver_pin_matches_debian_revisions_and_branches(installed, pinned, ok):
+    gpu = copy.deepcopy(GPU_OK)
+    gpu["package_version"] = installed
+    checks, _ = judge(node(gpu=gpu), dict(NODE_EXPECTED, driver_version=pinned))
+    assert (checks["driver_package"]["status"] == "ok") is ok
+
+
+def test_label_removed_by_hand():
+    api = copy.deepcopy(API_OK)
+    api["node"]["labels"] = {}
+    checks, verdict = judge(node(api=api))
+    assert verdict == "failed"
+    assert checks["node_labels"]["evidence"]["missing"] == ["gpushare"]
+    assert causes(checks["node_labels"]) == ["label_missing"]
+    assert "kubectl label node gpu1" in checks["node_labels"]["diagnosis"][0]["fix"]
+
+
+@pytest.mark.parametrize(
+    ("style", "entry"), [("systemd", "scheduler_flag_removed_systemd"), ("kubeadm", "scheduler_flag_removed_kubeadm")]
+)
+def test_scheduler_config_flag_removed(style, entry):
+    sched = copy.deepcopy(SCHED_OK)
+    sched["persisted"].update(style=style, flags={})
+    sched["process"]["flags"] = {}
+    checks, verdict = judge({"scheduler": sched, "api": API_OK}, CP_EXPECTED)
+    assert verdict == "failed"
+    assert causes(checks["scheduler_flag"]) == [entry]
+    assert "--config=/etc/kubernetes/scheduler-policy-config.yaml" in checks["scheduler_flag"]["diagnosis"][0]["cause"]
+
+
+def test_scheduler_flag_in_unit_but_not_restarted():
+    sched = copy.deepcopy(SCHED_OK)
+    sched["process"]["flags"] = {}
+    checks, _ = judge({"scheduler": sched, "api": API_OK}, CP_EXPECTED)
+    assert causes(checks["scheduler_flag"]) == ["scheduler_flag_not_applied"]
+
+
+def test_extender_on_loopback_nodeport_with_ipvs():
+    sched = copy.deepcopy(SCHED_OK)
+    sched["extenders"] = [
+        {
+            "url": "http://127.0.0.1:32766/gpushare-scheduler",
+            "reachable": False,
+            "error": "[Errno 111] Connection refused",
+            "loopback": True,
+        }
+    ]
+    sched["kube_proxy_mode"] = "ipvs"
+    checks, _ = judge({"scheduler": sched, "api": API_OK}, CP_EXPECTED)
+    assert causes(checks["extender_reachable"]) == ["extender_ipvs_loopback"]
+    sched["kube_proxy_mode"] = None
+    checks, _ = judge({"scheduler": sched, "api": API_OK}, CP_EXPECTED)
+    assert causes(checks["extender_reachable"]) == ["extender_unreachable"]
+    assert "Connection refused" in checks["extender_reachable"]["diagnosis"][0]["cause"]
+
+
+def test_gpushare_device_plugin_without_memory_unit():
+    api = dict(API_OK, daemonsets=[{"name": "gpushare-device-plugin-ds", "args": ["gpushare-device-plugin-v2"]}])
+    checks, _ = judge({"scheduler": copy.deepcopy(SCHED_OK), "api": api}, CP_EXPECTED)
+    assert causes(checks["stack_args"]) == ["memory_unit_missing"]
+
+
+@pytest.mark.parametrize(
+    ("gpu_change", "check", "entry"),
+    [
+        (
+            {"modules": {"nvidia": False, "nouveau": True}, "kernel_driver_version": None},
+            "driver_loaded",
+            "nouveau_loaded",
+        ),
+        (
+            {"modules": {"nvidia": False, "nouveau": False}, "kernel_driver_version": None, "secure_boot": True},
+            "driver_loaded",
+            "secure_boot_blocks_module",
+        ),
+        (
+            {"modules": {"nvidia": False, "nouveau": False}, "kernel_driver_version": None},
+            "driver_loaded",
+            "module_not_built",
+        ),
+        (
+            {
+                "smi": {"found": True, "rc": 18, "error": "Failed to initialize NVML: Driver/library version mismatch"},
+                "package_version": "535.309.01-1~deb12u1",
+                "kernel_driver_version": "535.216.01",
+            },
+            "nvidia_smi",
+            "nvml_version_mismatch",
+        ),
+        ({"package_version": "550.163.01-2"}, "driver_package", "driver_version_drift"),
+        ({"package_version": None}, "driver_package", "driver_not_installed"),
+    ],
+)
+def test_driver_faults_map_to_their_known_cause(gpu_change, check, entry):
+    gpu = copy.deepcopy(GPU_OK)
+    gpu.update(gpu_change)
+    checks, verdict = judge(node(gpu=gpu))
+    assert verdict == "failed"
+    assert checks[check]["status"] == "failed"
+    assert causes(checks[check]) == [entry]
+
+
+def test_version_mismatch_cause_names_both_versions():
+    gpu = copy.deepcopy(GPU_OK)
+    gpu.update(
+        smi={"found": True, "rc": 18, "error": "Failed to initialize NVML: Driver/library version mismatch"},
+        kernel_driver_version="535.216.01",
+    )
+    checks, _ = judge(node(gpu=gpu))
+    text = checks["nvidia_smi"]["diagnosis"][0]["cause"]
+    assert "535.216.01" in text and "535.309.01-1~deb12u1" in text
+
+
+def test_no_api_skips_the_api_checks_and_says_so():
+    checks, verdict = judge(node(api={"reachable": False, "error": "kubectl: command not found"}))
+    assert verdict == "ok"
+    for check_id in ("node_registered", "node_labels", "allocatable"):
+        assert checks[check_id]["status"] == "skipped"
+        assert checks[check_id]["summary"] == "skipped: no API"
+
+
+def test_docker_daemon_down_is_a_failure_with_its_cause():
+    runtime = {
+        "requested": "auto",
+        "engine": "docker",
+        "docker": {"installed": True, "answered": False, "error": "Cannot connect to the Docker daemon"},
+    }
+    checks, _ = judge(node(runtime=runtime))
+    assert causes(checks["runtime_registered"]) == ["docker_down"]
+    assert checks["runtime_default"]["status"] == "skipped"
+
+
+def test_every_catalog_entry_is_reachable_by_some_check_id():
+    assert {e["check"] for e in CATALOG} <= set(d.TITLES)
+    assert len({e["id"] for e in CATALOG}) == len(CATALOG), "catalog ids must be unique"
+
+
+def test_bad_input_is_refused_with_a_message():
+    with pytest.raises(AnsibleFilterError, match=r"expected\.kinds"):
+        d.verify_checks({}, {"kinds": ["worker"]})
+    with pytest.raises(AnsibleFilterError, match="lacks cause"):
+        d.diagnose([], [{"id": "x", "check": "gpu_present", "fix": "y"}])
+    with pytest.raises(AnsibleFilterError, match="status"):
+        d.verify_verdict([{"id": "x", "status": "maybe"}])
+
+
+def test_daemonsets_are_reduced_to_name_and_args():
+    items = [
+        {
+            "metadata": {"name": "ds", "namespace": "kube-system"},
+            "spec": {"template": {"spec": {"containers": [{"command": ["plugin"], "args": ["--memory-unit=GiB"]}]}}},
+            "status": {"desiredNumberScheduled": 1, "numberReady": 1},
+        }
+    ]
+    assert d.verify_daemonsets(items) == [
+        {"name": "ds", "namespace": "kube-system", "args": ["plugin", "--memory-unit=GiB"], "desired": 1, "ready": 1}
+    ]
+
+
+def test_waived_check_degrades_but_keeps_its_diagnosis():
+    sched = copy.deepcopy(SCHED_OK)
+    sched["extenders"][0].update(reachable=False, error="Connection refused")
+    checks, verdict = judge({"scheduler": sched, "api": API_OK}, dict(CP_EXPECTED, waived=["extender_reachable"]))
+    assert verdict == "degraded"
+    assert checks["extender_reachable"]["status"] == "warn"
+    assert checks["extender_reachable"]["summary"].endswith("(waived on this inventory)")
+    assert causes(checks["extender_reachable"]) == ["extender_unreachable"]
+    with pytest.raises(AnsibleFilterError, match="waived checks"):
+        d.verify_checks({"scheduler": sched}, dict(CP_EXPECTED, waived=["extender"]))
+
+
+def test_gpu_less_node_expects_only_gpu_present_false_when_labels_require_a_gpu():
+    gpu = {"present": False, "smi": {"found": False}}
+    api = dict(API_OK, node={"labels": {"nvidia.com/gpu.present": "false"}, "allocatable": {}})
+    expected = dict(NODE_EXPECTED, expect_gpu=False, labels_without_gpu={"nvidia.com/gpu.present": "false"})
+    checks, _ = judge(node(gpu=gpu, api=api, sockets=()), expected)
+    assert checks["node_labels"]["status"] == "ok"
+    api["node"]["labels"] = {}
+    checks, _ = judge(node(gpu=gpu, api=api, sockets=()), expected)
+    assert checks["node_labels"]["evidence"]["missing"] == ["nvidia.com/gpu.present"]
+    assert causes(checks["node_labels"]) == ["label_missing"]
+
+
+def test_scheduler_never_configured_is_not_called_removed():
+    sched = copy.deepcopy(SCHED_OK)
+    sched["persisted"]["flags"] = {}
+    sched["process"]["flags"] = {}
+    sched["config"] = {"exists": False, "extender_urls": []}
+    checks, _ = judge({"scheduler": sched, "api": API_OK}, CP_EXPECTED)
+    assert causes(checks["scheduler_flag"]) == ["scheduler_never_configured"]
+    assert causes(checks["scheduler_config"]) == ["scheduler_config_missing"]
+
+
+def test_scheduler_without_extender_stacks_is_left_alone():
+    """A device-plugin-only cluster: the role does not touch kube-scheduler, and verify agrees."""
+    expected = copy.deepcopy(CP_EXPECTED)
+    expected.update(stacks=["nvidia_device_plugin"], stack_args=[])
+    expected["scheduler"]["extender_paths"] = []
+    sched = copy.deepcopy(SCHED_OK)
+    sched["persisted"]["flags"] = {}
+    sched["process"]["flags"] = {}
+    sched["config"] = {"exists": False, "extender_urls": []}
+    checks, verdict = judge({"scheduler": sched, "api": API_OK}, expected)
+    assert checks["scheduler_config"]["status"] == "skipped"
+    assert checks["scheduler_flag"]["status"] == "skipped"
+    assert checks["scheduler_health"]["status"] == "ok"
+    assert verdict == "ok"

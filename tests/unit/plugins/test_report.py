@@ -1,0 +1,104 @@
+"""The report filters: rows with the issue 6 columns, summary, Markdown and console text."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import ansible_collections.kgn.gpu_nodes.plugins.filter.diagnose as d
+import ansible_collections.kgn.gpu_nodes.plugins.filter.report as r
+import pytest
+from ansible.errors import AnsibleFilterError
+from test_diagnose import CATALOG, CP_EXPECTED, NODE_EXPECTED, SCHED_OK, node
+
+
+def row_for(observed, expected):
+    checks = d.diagnose(d.verify_checks(observed, expected), CATALOG)
+    return r.report_row(observed, expected, checks, d.verify_verdict(checks))
+
+
+def test_gpu_node_row_has_every_column():
+    row = row_for(node(), NODE_EXPECTED)
+    assert {k for k, _ in r.COLUMNS} <= set(row)
+    assert row["gpu"] == "Tesla T4 x 1"
+    assert row["driver"] == "535.309.01"
+    assert row["cuda"] == "12.2"
+    assert row["runtime"] == "docker 20.10.24 (nvidia)"
+    assert row["labels"] == "gpushare=true"
+    assert row["stack"] == "gpushare"
+    assert row["scheduler"] == "-"
+    assert row["verdict"] == "ok"
+
+
+def test_control_plane_row_shows_the_scheduler_variant_and_flag():
+    row = row_for({"scheduler": SCHED_OK, "api": {"reachable": False}}, CP_EXPECTED)
+    assert row["role"] == "control plane"
+    assert row["scheduler"] == "v1beta3 (--config)"
+    assert row["gpu"] == "-"
+
+
+def test_control_plane_without_extender_stacks_says_the_scheduler_is_unchanged():
+    expected = copy.deepcopy(CP_EXPECTED)
+    expected["stacks"] = ["nvidia_device_plugin"]
+    expected["scheduler"]["extender_paths"] = []
+    row = row_for({"scheduler": SCHED_OK, "api": {"reachable": False}}, expected)
+    assert row["scheduler"] == "unchanged (no extender needed)"
+
+
+def test_gpu_less_row_says_none_and_installed_driver():
+    gpu = {"present": False, "package_version": "535.309.01-1~deb12u1", "smi": {"found": True, "rc": 9}}
+    row = row_for(node(gpu=gpu, api={"reachable": False}), dict(NODE_EXPECTED, expect_gpu=False))
+    assert row["gpu"] == "none"
+    assert row["driver"] == "535.309.01-1~deb12u1 (installed, not loaded)"
+    assert row["labels"] == "skipped: no API"
+    assert row["verdict"] == "degraded"
+
+
+def test_report_counts_verdicts_and_lists_problems_with_causes():
+    runtime = {
+        "engine": "docker",
+        "docker": {"answered": True, "default_runtime": "runc", "runtimes": ["nvidia", "runc"]},
+    }
+    rows = [
+        row_for(node(), dict(NODE_EXPECTED, host="b-ok")),
+        row_for(node(runtime=runtime), dict(NODE_EXPECTED, host="a-bad")),
+    ]
+    rows += r.report_unreached(["c-gone"])
+    report = r.report(rows, {"generated": "20250101T000000Z"})
+    assert [row["host"] for row in report["rows"]] == ["a-bad", "b-ok", "c-gone"]
+    assert report["summary"] == {"ok": 1, "degraded": 0, "failed": 2}
+    by_check = {(p["host"], p["check"]): p for p in report["problems"]}
+    assert by_check[("a-bad", "runtime_default")]["diagnosis"][0]["id"] == "docker_default_not_nvidia"
+    assert by_check[("c-gone", "host_reached")]["status"] == "failed"
+    json.dumps(report)  # report.json must be plain data
+
+
+def test_markdown_and_text_carry_the_table_and_the_fix():
+    runtime = {
+        "engine": "docker",
+        "docker": {"answered": True, "default_runtime": "runc", "runtimes": ["nvidia", "runc"]},
+    }
+    report = r.report([row_for(node(runtime=runtime), NODE_EXPECTED)], {"generated": "x"})
+    markdown = r.report_markdown(report)
+    assert (
+        "| host | role | GPU | driver | CUDA | runtime (default) | scheduler config | labels | stack | verdict |"
+        in markdown
+    )
+    assert "| gpu1 | GPU node | Tesla T4 x 1 | 535.309.01 | 12.2 | docker (runc) |" in markdown
+    assert '**Fix:** set "default-runtime": "nvidia"' in markdown
+    text = r.report_text(report)
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["host", "role", "GPU"]
+    assert "0 ok, 0 degraded, 1 failed" in text
+    assert (
+        "gpu1: FAILED container runtime's default runtime is nvidia: docker default runtime is runc, not nvidia" in text
+    )
+
+
+def test_report_filters_refuse_other_input():
+    with pytest.raises(AnsibleFilterError, match="report_row"):
+        r.report([{"no": "host"}])
+    with pytest.raises(AnsibleFilterError, match="report"):
+        r.report_markdown([])
+    with pytest.raises(AnsibleFilterError, match="list of host names"):
+        r.report_unreached("host")
