@@ -54,7 +54,7 @@ def _volta_mps(gpus, infos):
     """True when every GPU supports Volta MPS (compute capability >= 7.0) [MPS-DOC]."""
     if not gpus:
         return False
-    for gpu, info in zip(gpus, infos, strict=True):
+    for gpu, info in zip(gpus, infos):  # noqa: B905  (Python 3.8 nodes)
         cc = gpu.get("compute_capability") or (info or {}).get("compute_capability")
         if not cc:
             return False

@@ -1,8 +1,8 @@
-"""Container-runtime decisions and config merges for NVIDIA GPU nodes (issue 3 item 5, issue 7).
+"""Container-runtime decisions: the engine kubelet uses, the NVIDIA package, and every runtime file.
 
-Every filter is a pure function over plain data and returns plain types. Documentation: one sidecar
-``filter_plugins/<filter name>.yml`` per filter. Facts are cited with the source keys of
-../shared/reference/version-facts.md (section B), e.g. [ISS-NVD-1035].
+Pure functions over plain data (no I/O), used by the container_runtime and nvidia_container_toolkit
+modules on the nodes and by the filters on the controller. ``runtime_plan`` is the runtime section of
+the host plan. Facts cite the source keys of docs/versions.md (section B), e.g. [ISS-NVD-1035].
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
-import tomllib
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli, _tomli_w
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, to_plain
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import VersionError, parse_version
@@ -192,7 +192,7 @@ def nvidia_repo_layout(
         "rpm_repo_file_url": f"{base}/{repo_file}" if family == "rpm" else "",
         "rpm_repos": [
             {"id": repo_id, "baseurl": f"{url}/$basearch", "gpgkey": f"{base}/{path.split('/')[0]}/gpgkey"}
-            for repo_id, url, path in zip(ids, urls, paths, strict=True)
+            for repo_id, url, path in zip(ids, urls, paths)  # noqa: B905  (Python 3.8 nodes)
         ]
         if family == "rpm"
         else [],
@@ -448,23 +448,137 @@ def crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set
 
 
 def toml_parse(text: object, path: str = "the file") -> dict:
-    """Parse TOML (tomllib); the error names ``path``. Empty -> {}."""
+    """Parse TOML (the vendored tomli, so nodes before Python 3.11 parse alike); the error names ``path``.
+    Empty -> {}."""
     body = "" if text is None else str(text)
     try:
-        return _plain(tomllib.loads(body))
-    except tomllib.TOMLDecodeError as err:
-        raise KgnError(
-            f"{path} is not valid TOML: {err}. It was left unchanged; fix it and run again"
-        ) from None
+        return _plain(_tomli.loads(body))
+    except _tomli.TOMLDecodeError as err:
+        raise KgnError(f"{path} is not valid TOML: {err}. It was left unchanged; fix it and run again") from None
 
 
 def toml_emit(data: object) -> str:
-    """Emit a mapping as TOML (tomli-w, pinned in requirements.txt)."""
-    try:
-        import tomli_w
-    except ImportError:
-        raise KgnError(
-            "toml_emit needs the Python package tomli-w on the controller (requirements.txt)"
-        ) from None
-    return tomli_w.dumps(_mapping(data, "toml_emit: the document"))
+    """Emit a mapping as TOML (the vendored tomli-w: the controller and the nodes write the same bytes)."""
+    return _tomli_w.dumps(_mapping(data, "toml_emit: the document"))
 
+
+# --- the runtime section of the host plan ----------------------------------------------------------
+
+HEADER = "# Written by kube-gpu-nodes (nvidia_container_runtime).\n"
+SERVICE = {"docker": "docker", "containerd": "containerd", "crio": "crio"}
+# What the render assumes when the inventory does not say what the node runs (and why).
+ASSUMED_VERSIONS = {"docker": "20.10.24", "containerd": "1.7.24", "crio": "1.30.0"}
+
+
+def _observed_versions(observed: dict, inputs: dict, assumed: list) -> dict:
+    versions = dict(observed.get("versions") or {})
+    if "versions" in observed:
+        return {name: versions.get(name) for name in RUNTIMES}
+    # nothing recorded: the engine kubelet of this version would use, as a fresh node has it
+    engine = inputs["engine"]
+    if engine == "auto":
+        engine = "docker" if dockershim_available(inputs["kubernetes_version"]) else "containerd"
+    assumed.append(
+        f"the node runs {engine} {ASSUMED_VERSIONS[engine]} and no other engine (no recorded observation; "
+        "record one with a run against the node, or set kgn_observed_container_runtime.versions)"
+    )
+    return {name: ASSUMED_VERSIONS[name] if name == engine else None for name in RUNTIMES}
+
+
+def _docker_files(inputs: dict, observed_files: dict, docker_version: str) -> list:
+    path = inputs["docker_config"]
+    merged = docker_daemon_merge(json_document(observed_files.get(path), path), inputs["docker_runtime_path"],
+                                 inputs["docker_runtime_args"], inputs["set_default"])
+    validate = (["dockerd", "--validate", "--config-file=%s"]
+                if _version(docker_version, "docker version") >= (23, 0, 0) else None)
+    return [{"path": path, "content": json.dumps(merged, indent=4) + "\n", "mode": "0644", "validate": validate}]
+
+
+def _containerd_files(inputs: dict, observed: dict, containerd_version: str, assumed: list) -> list:
+    path, dropin_path = inputs["containerd_config"], inputs["containerd_dropin"]
+    files = observed.get("files") or {}
+    default_text = observed.get("containerd_default")
+    text = files.get(path)
+    if text is None:
+        if default_text is None:
+            assumed.append(
+                f"{path} does not exist and containerd's built-in default (`containerd config default`) was not "
+                "recorded: the rendered config.toml holds only what this project adds, while a run starts from "
+                "the node's built-in default"
+            )
+        text = default_text or ""
+    result = containerd_nvidia(
+        toml_parse(text, path), containerd_version, inputs["binary"], dropin_path, inputs["set_default"],
+        toml_parse(default_text or "", "containerd config default"),
+    )
+    check = ["containerd", "--config", "%s", "config", "dump"]
+    planned = [{"cri_plugin": result["cri_plugin"]}]
+    if result["dropin"] is not None:
+        planned.append({"path": dropin_path, "content": HEADER + toml_emit(result["dropin"]), "mode": "0644",
+                        "validate": check})
+    planned.append({"path": path, "content": toml_emit(result["config"]), "mode": "0644", "validate": check})
+    return planned[0]["cri_plugin"], planned[1:]
+
+
+def _crio_files(inputs: dict, observed_files: dict) -> list:
+    existing = toml_parse(observed_files.get(inputs["crio_config"]), inputs["crio_config"])
+    dropin = crio_dropin(existing, inputs["binary"], inputs["set_default"])
+    # CRI-O has no check for a drop-in alone: the restart, its health check and the rollback stand for it.
+    return [{"path": inputs["crio_dropin"], "content": HEADER + toml_emit(dropin), "mode": "0644", "validate": None}]
+
+
+def _stale_files(engine: str, inputs: dict, observed: dict, containerd_version: str | None) -> list:
+    """Our drop-ins of engines the node no longer uses (an engine switch), and the import that named
+    ours in config.toml: removed with the same care as a change."""
+    files = observed.get("files") or {}
+    stale = []
+    dropin = inputs["containerd_dropin"]
+    if engine != "containerd" and dropin and files.get(dropin) is not None:
+        stale.append({"path": dropin, "content": None, "service": "containerd"})
+        config_text = files.get(inputs["containerd_config"])
+        config = toml_parse(config_text, inputs["containerd_config"]) if config_text else {}
+        if dropin in (config.get("imports") or []):
+            config["imports"] = [i for i in config["imports"] if i != dropin]
+            if not config["imports"]:
+                del config["imports"]
+            stale.append({"path": inputs["containerd_config"], "content": toml_emit(config), "mode": "0644",
+                          "service": "containerd"})
+    if engine != "crio" and files.get(inputs["crio_dropin"]) is not None:
+        stale.append({"path": inputs["crio_dropin"], "content": None, "service": "crio"})
+    return stale
+
+
+def runtime_plan(inputs: object, observed: object) -> dict:
+    """The container-runtime section of the host plan: which engine, the files it needs, what is removed.
+
+    ``inputs``: the nvidia_container_runtime role's settings (``engine``, ``kubernetes_version``,
+    ``set_default``, ``binary``, ``docker_config``, ``docker_runtime_path``, ``docker_runtime_args``,
+    ``containerd_config``, ``containerd_dropin`` ("" = no drop-in), ``crio_config``, ``crio_dropin``).
+    ``observed``: what the node shows (``versions`` {docker, containerd, crio}, ``cri_dockerd``,
+    ``files`` {path: text or None}, ``containerd_default``); what is missing is assumed and listed in
+    ``assumed``. Returns ``{engine, service, cri_plugin, versions, files, remove, assumed}``; each file is
+    ``{path, content, mode, validate}`` (validate: argv with %s for the candidate, or None).
+    """
+    inputs = _mapping(inputs, "runtime_plan: inputs")
+    observed = _mapping(observed, "runtime_plan: observed")
+    assumed: list = []
+    versions = _observed_versions(observed, inputs, assumed)
+    detected = {**versions, "cri_dockerd": bool(observed.get("cri_dockerd"))}
+    engine = container_runtime_choice(detected, inputs["kubernetes_version"], inputs["engine"])
+    files = observed.get("files") or {}
+    cri_plugin = None
+    if engine == "docker":
+        planned = _docker_files(inputs, files, versions["docker"])
+    elif engine == "containerd":
+        cri_plugin, planned = _containerd_files(inputs, observed, versions["containerd"], assumed)
+    else:
+        planned = _crio_files(inputs, files)
+    return {
+        "engine": engine,
+        "service": SERVICE[engine],
+        "cri_plugin": cri_plugin,
+        "versions": versions,
+        "files": planned,
+        "remove": _stale_files(engine, inputs, observed, versions.get("containerd")),
+        "assumed": assumed,
+    }

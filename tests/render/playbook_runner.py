@@ -43,14 +43,29 @@ RENDER_PLAY = """
     - name: Render the role
       ansible.builtin.include_role:
         name: {role}
+      vars:
+        {role}_render_dir: "{{{{ render_dir }}}}"
+"""
+
+# roles that still have a separate render entry point
+OLD_RENDER_PLAY = """
+- name: Render {role}
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Render the role
+      ansible.builtin.include_role:
+        name: {role}
         tasks_from: render
 """
 
 
 def render_role(work: Path, role: str, inventory: dict | str) -> Path:
-    """Run ROLE's render entry point for every host of INVENTORY (a dict or YAML text); return the render_dir."""
+    """Render ROLE for every host of INVENTORY (a dict or YAML text), as playbooks/render.yml does; return
+    the render_dir."""
     (work / "hosts.yml").write_text(inventory if isinstance(inventory, str) else json.dumps(inventory))
-    (work / "play.yml").write_text(RENDER_PLAY.format(role=role))
+    old = (TOP / "roles" / role / "tasks" / "render.yml").is_file()
+    (work / "play.yml").write_text((OLD_RENDER_PLAY if old else RENDER_PLAY).format(role=role))
     out = work / "out"
     render_ok("-i", str(work / "hosts.yml"), str(work / "play.yml"), "-e", f"render_dir={out}")
     return out

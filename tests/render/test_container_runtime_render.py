@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from playbook_runner import render_role
+from playbook_runner import RENDER_PLAY, render_role, run_playbook
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -17,25 +17,32 @@ gpu_nodes:
   hosts:
     node-ctrd2:
       container_runtime: containerd
-      nvidia_container_runtime_render_containerd_version: "2.1.4"
+      kgn_observed_container_runtime:
+        versions: {containerd: "2.1.4"}
     node-ctrd2-inline:
       container_runtime: containerd
-      nvidia_container_runtime_render_containerd_version: "2.0.0"
       nvidia_container_runtime_containerd_dropin_enabled: false
-      nvidia_container_runtime_render_containerd_config:
-        version: 3
-        plugins:
-          io.containerd.cri.v1.runtime:
-            containerd:
-              runtimes:
-                runc: {runtime_type: io.containerd.runc.v2, options: {SystemdCgroup: true}}
+      kgn_observed_container_runtime:
+        versions: {containerd: "2.0.0"}
+        files:
+          /etc/containerd/config.toml: |
+            version = 3
+            [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+            runtime_type = "io.containerd.runc.v2"
+            options = {SystemdCgroup = true}
     node-crio:
       container_runtime: crio
+      kgn_observed_container_runtime:
+        versions: {crio: "1.31.0"}
     node-docker:
       container_runtime: docker
-      nvidia_container_runtime_render_docker_config:
-        log-driver: json-file
-        exec-opts: [native.cgroupdriver=systemd]
+      kgn_observed_container_runtime:
+        versions: {docker: "20.10.24"}
+        cri_dockerd: true   # Kubernetes 1.31 has no dockershim
+        files:
+          /etc/docker/daemon.json: '{"log-driver": "json-file", "exec-opts": ["native.cgroupdriver=systemd"]}'
+    node-unknown:
+      container_runtime: auto
   vars:
     kubernetes_version: "1.31.2"
     ansible_connection: local
@@ -95,3 +102,26 @@ def test_docker_daemon_json_merged(rendered):
         "default-runtime": "nvidia",
         "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []}},
     }
+
+
+def test_docker_keeps_the_users_key_order(rendered):
+    text = (rendered / "node-docker/etc/docker/daemon.json").read_text()
+    assert list(json.loads(text)) == ["log-driver", "exec-opts", "runtimes", "default-runtime"]
+
+
+def test_nothing_recorded_is_assumed_and_said(rendered):
+    plan = json.loads((rendered / "node-unknown/_plan/container_runtime.json").read_text())
+    assert plan["engine"] == "containerd"  # Kubernetes 1.31: no dockershim
+    assert any("containerd 1.7.24 and no other engine" in a for a in plan["assumed"]), plan["assumed"]
+    assert any("built-in default" in a for a in plan["assumed"]), plan["assumed"]
+
+
+def test_docker_without_a_cri_shim_is_refused(tmp_path):
+    inventory = {"gpu_nodes": {"hosts": {"node": {
+        "container_runtime": "docker", "kubernetes_version": "1.31.2", "ansible_connection": "local",
+        "kgn_observed_container_runtime": {"versions": {"docker": "26.1.5"}}}}}}
+    (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
+    (tmp_path / "play.yml").write_text(RENDER_PLAY.format(role="nvidia_container_runtime"))
+    result = run_playbook("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"), "-e", f"render_dir={tmp_path}")
+    assert result.returncode != 0
+    assert "has no dockershim (removed in 1.24) and cri-dockerd is not installed" in result.stdout

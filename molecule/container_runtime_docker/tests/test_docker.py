@@ -69,7 +69,7 @@ def test_refused_daemon_json_is_rolled_back_and_docker_runs_again(host):
     case = json.loads(host.file("/var/tmp/kgn-side-effect/refused_by_docker.json").content_string)
     # Docker's own words for a directive given both as a flag and in daemon.json
     assert "specified both as a flag and in the configuration file" in case["msg"]
-    assert "previous daemon.json was restored" in case["msg"]
+    assert "previous files were restored" in case["msg"]
     assert case["before"] == case["after"]
     assert case["active"] == "active"
     assert case["default_runtime"] == "runc"

@@ -1,0 +1,126 @@
+"""What a module reads on a node: files, commands, systemd services.
+
+Node side only (modules); every function takes the AnsibleModule for run_command and get_bin_path.
+Nothing here decides anything: the planners in the other module_utils files do, from what these
+functions return.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def read(path, limit=4_000_000):
+    """The file's text, or None when it does not exist (or is not a regular file)."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            return handle.read(limit)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def stat(path):
+    """``{mode, uid, gid, mtime, type}`` of a path, or None when it does not exist."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    kind = "file" if os.path.isfile(path) else "directory" if os.path.isdir(path) else "other"
+    return {"mode": f"{info.st_mode & 0o7777:04o}", "uid": info.st_uid, "gid": info.st_gid,
+            "mtime": info.st_mtime, "type": kind}
+
+
+def run(module, argv, timeout=60, data=None):
+    """``(rc, stdout, stderr)``; rc is None when the program does not exist on the node."""
+    if not module.get_bin_path(argv[0]) and not os.path.isabs(argv[0]):
+        return None, "", f"{argv[0]}: command not found"
+    if os.path.isabs(argv[0]) and not os.path.exists(argv[0]):
+        return None, "", f"{argv[0]}: no such file"
+    return module.run_command(["timeout", str(timeout), *argv], data=data, check_rc=False)
+
+
+def version_of(text):
+    """The first x.y.z in a tool's --version text ("Docker version 20.10.24+dfsg1" -> 20.10.24)."""
+    match = re.search(r"(\d+\.\d+\.\d+)", text or "")
+    return match.group(1) if match else None
+
+
+def _boot_time():
+    with open("/proc/stat", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("btime "):
+                return int(line.split()[1])
+    return 0
+
+
+def process_started(pid):
+    """Epoch seconds when process ``pid`` started, or None when it is gone."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError):
+        return None
+    # field 22 of /proc/<pid>/stat (index 19 after the command name): start time in clock ticks since boot
+    return _boot_time() + int(fields[19]) / CLOCK_TICKS
+
+
+def service(module, unit):
+    """``{loaded, active, state, pid, started}`` of a systemd unit; started is the main process's
+    start (epoch seconds) or None."""
+    _, out, _ = run(module, ["systemctl", "show", "--property=LoadState,ActiveState,SubState,MainPID", unit])
+    props = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line)
+    pid = int(props.get("MainPID") or 0)
+    return {
+        "loaded": props.get("LoadState") == "loaded",
+        "active": props.get("ActiveState") == "active",
+        "state": f"{props.get('ActiveState', 'unknown')} ({props.get('SubState', '?')})",
+        "pid": pid,
+        "started": process_started(pid) if pid else None,
+    }
+
+
+def changed_since(paths, started):
+    """The paths whose modification time is later than ``started`` (a process start, epoch seconds):
+    written after the process read them, so the running process does not use them yet."""
+    if started is None:
+        return []
+    late = []
+    for path in paths:
+        info = stat(path)
+        # one second of slack: a file written in the same second as the restart was read by it
+        if info and info["mtime"] > started + 1:
+            late.append(path)
+    return late
+
+
+def journal(module, unit, since, lines=60):
+    """The unit's journal since ``since`` (epoch seconds), as lines (empty when there is no journal)."""
+    rc, out, _ = run(module, ["journalctl", "--unit", unit, "--since", f"@{int(since)}", "--output", "cat",
+                              "--no-pager", "--lines", str(lines)])
+    return (out or "").splitlines() if rc == 0 else []
+
+
+def errors_in(lines, limit=3):
+    """The lines that say what went wrong, first ones first (the first error is the cause; restarts
+    repeat it), without debug/info chatter."""
+    wanted = re.compile(r"(?i)(level=(error|fatal)|failed|error|invalid|unknown|refus|unable|conflict)")
+    noise = re.compile(r"level=(debug|info|warning)")
+    found = []
+    for line in lines:
+        if wanted.search(line) and not noise.search(line) and line not in found:
+            found.append(line.strip())
+    return found[:limit]
+
+
+def wait(check, timeout, interval=2.0):
+    """Call ``check()`` -> (ok, detail) until ok or ``timeout`` seconds passed; return the last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ok, detail = check()
+        if ok or time.monotonic() >= deadline:
+            return ok, detail
+        time.sleep(interval)
