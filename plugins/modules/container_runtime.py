@@ -134,11 +134,8 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import (  # noqa: E402
-    NVIDIA_RUNTIME,
-    runtime_plan,
-    toml_parse,
-)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import NVIDIA_RUNTIME, toml_parse  # noqa: E402
 
 INPUTS = ("engine", "kubernetes_version", "set_default", "binary", "docker_config", "docker_runtime_path",
           "docker_runtime_args", "containerd_config", "containerd_dropin", "crio_config", "crio_dropin")
@@ -340,7 +337,7 @@ def main():
     rendering = bool(p["render_dir"])
     observed = p["observed"] if rendering else observe(module, p)
     try:
-        plan = runtime_plan(inputs, observed)
+        plan = host_plan({"container_runtime": inputs}, {"container_runtime": observed})["container_runtime"]
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     if rendering:
