@@ -1,56 +1,65 @@
-"""Inventory contract checks for playbooks/validate.yml (run before any host is touched).
+"""Inventory contract checks for playbooks/validate.yml (run before any host is touched, render included).
 
-The per-topic decisions are not repeated here: the Kubernetes version range comes from the
-scheduler filters and the stack names and conflicts from the stack catalog, imported as sibling
-modules (a plain project cannot import one filter file from another by package name).
+The contract itself is plugins/module_utils/contract.py; the role inputs and their types come from each
+role's meta/argument_specs.yml, checked with Ansible's own argument spec validator. The Kubernetes version
+range comes from the scheduler decisions and the stack names and conflicts from the stack catalog.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler, stacks
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
-CHOICES = {
-    "kube_scheduler_style": ("auto", "kubeadm", "systemd"),
-    "container_runtime": ("auto", "docker", "containerd", "crio"),
-}
-REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 
-
-def _check_host(host: str, hv) -> list[str]:
-    problems = []
-    version = hv.get("kubernetes_version")
+def _inputs(spec_doc) -> dict:
+    """The options of a role's main entry point, from its meta/argument_specs.yml (parsed)."""
     try:
-        scheduler.scheduler_variant(version)
-    except KgnError as exc:
-        problems.append(f"{host}: kubernetes_version: {exc}")
-    for var, accepted in CHOICES.items():
-        value = hv.get(var, "auto")
-        if value not in accepted:
-            problems.append(f"{host}: {var} is {value!r}; accepted values: {', '.join(accepted)}")
-    return problems
+        return dict(spec_doc["argument_specs"]["main"]["options"])
+    except (KeyError, TypeError):
+        raise AnsibleFilterError(
+            "inventory_problems: role_specs must map role name -> parsed meta/argument_specs.yml"
+        ) from None
 
 
-def inventory_problems(groups: dict, hostvars) -> list[str]:
+def _input_value_problems(host: str, values: dict, options: dict) -> list[str]:
+    """Check the role inputs the inventory sets against the role's own argument spec (types, choices)."""
+    spec = {}
+    for name in values:
+        option = {k: v for k, v in options[name].items() if k in ("type", "choices", "elements", "options")}
+        spec[name] = option
+    result = ArgumentSpecValidator(spec).validate(values)
+    return [f"{host}: {err.msg if hasattr(err, 'msg') else err}" for err in result.errors]
+
+
+def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -> list[str]:
     """Return every violation of the inventory contract, one readable line each (empty when valid)."""
-    problems = [
-        f"inventory: group {group!r} is missing; every inventory defines it (it may be empty only for "
-        "kube_control_plane on a managed control plane)"
-        for group in REQUIRED_GROUPS
-        if group not in groups
-    ]
-    if not groups.get("gpu_nodes"):
-        problems.append("inventory: group 'gpu_nodes' has no hosts; list the GPU nodes to configure")
+    role_inputs = {role: _inputs(doc) for role, doc in (role_specs or {}).items()}
+    problems = contract.group_problems(groups)
     control_plane = groups.get("kube_control_plane", [])
     gpu_nodes = groups.get("gpu_nodes", [])
+    inventory_hosts = set(groups.get("all", [])) | set(control_plane) | set(gpu_nodes)
     for host in sorted(set(control_plane) | set(gpu_nodes)):
-        problems.extend(_check_host(host, hostvars[host]))
-    # Stack names and conflicts: the stack catalog decides. No control-plane host in the inventory
-    # means nobody can give kube-scheduler an extender (a managed control plane).
-    # Unless a second, in-cluster kube-scheduler carries the extenders (gpu_sharing_stacks_secondary_scheduler,
-    # a cluster-wide setting read from the first GPU node; auto = no kube_control_plane hosts).
-    stacks_by_node = {host: hostvars[host].get("gpu_sharing_stacks", []) for host in gpu_nodes}
+        hv = hostvars[host]
+        names = list(hv.keys())
+        try:
+            variables = {name: hv[name] for name in names if name in contract.CONTRACT}
+        except Exception as err:  # a value whose template fails: say which host and why
+            problems.append(f"{host}: a contract variable cannot be read: {err}")
+            continue
+        problems.extend(contract.value_problems(host, variables))
+        problems.extend(contract.api_host_problems(host, variables, inventory_hosts))
+        problems.extend(contract.name_problems(host, names, role_inputs))
+        for options in role_inputs.values():
+            given = {name: hv[name] for name in names if name in options}
+            if given:
+                problems.extend(_input_value_problems(host, given, options))
+    # Stack names and conflicts: the stack catalog decides. No control-plane host in the inventory means
+    # nobody can give kube-scheduler an extender (a managed control plane), unless a second, in-cluster
+    # kube-scheduler carries the extenders (gpu_sharing_stacks_secondary_scheduler, a cluster-wide setting
+    # read from the first GPU node; auto = no kube_control_plane hosts).
+    stacks_by_node = {host: hostvars[host].get("gpu_sharing_stacks") or [] for host in gpu_nodes}
     setting = hostvars[gpu_nodes[0]].get("gpu_sharing_stacks_secondary_scheduler", "auto") if gpu_nodes else "auto"
     try:
         secondary = stacks.secondary_scheduler(setting, control_plane)
@@ -58,8 +67,25 @@ def inventory_problems(groups: dict, hostvars) -> list[str]:
         problems.append(f"inventory: {exc}")
         secondary = False
     problems.extend(stacks.stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane),
-                                                  secondary_scheduler=secondary))
-    return problems
+                                          secondary_scheduler=secondary))
+    return _merge_hosts(list(dict.fromkeys(problems)), sorted(set(control_plane) | set(gpu_nodes)))
+
+
+def _merge_hosts(problems: list[str], hosts: list[str]) -> list[str]:
+    """One line for a problem every host has (an extra variable, a group_vars/all value), not one per host."""
+    by_text: dict = {}
+    for line in problems:
+        host, sep, text = line.partition(": ")
+        if sep and host in hosts:
+            by_text.setdefault(text, []).append(host)
+    merged = []
+    for line in problems:
+        host, sep, text = line.partition(": ")
+        if not (sep and host in hosts) or len(hosts) < 2 or len(by_text[text]) < len(hosts):
+            merged.append(line)
+        elif f"every host: {text}" not in merged:
+            merged.append(f"every host: {text}")
+    return merged
 
 
 def unknown_inputs(seen: list, prefix: str, known: list, hostvars, hosts: list) -> list[str]:

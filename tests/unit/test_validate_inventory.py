@@ -37,6 +37,10 @@ def run_site(*extra: str) -> subprocess.CompletedProcess:
         ("container_runtime=podman", ["container_runtime is 'podman'", "auto, docker, containerd, crio"]),
         ("kube_scheduler_style=static", ["kube_scheduler_style is 'static'", "auto, kubeadm, systemd"]),
         ('{"gpu_sharing_stacks": ["gpushare", "hami"]}', ["unknown stack(s) 'hami'", "gpushare"]),
+        ('{"gpu_sharing_stacks": null}', ["gpu_sharing_stacks is empty", "write []"]),
+        ("kubernetes_verison=1.23.1", ["kubernetes_verison is not a variable", "did you mean kubernetes_version"]),
+        ("nvidia_container_runtime_enigne=docker", ["did you mean nvidia_container_runtime_engine"]),
+        ("device_plugin_sharing=timeslicing", ["accepted values: none, time-slicing, mps"]),
     ],
 )
 def test_bad_value_stops_site_before_any_host(extra_vars, must_say):
