@@ -115,24 +115,45 @@ def report_row(observed, expected, checks, verdict):
     return row
 
 
-def report_unreached(hosts):
-    """Rows for hosts that have no verification result (unreachable, or failed in an earlier play)."""
+def _unreached_diagnosis(failure):
+    if not isinstance(failure, dict) or not failure:
+        return ("no verification result: the host was unreachable or failed in an earlier play",
+                {"id": "host_not_verified",
+                 "cause": "the host was unreachable, or an earlier play failed on it so verification never ran "
+                          "(enable the kgn.gpu_nodes.run_failures callback to see why here)",
+                 "fix": "read the failed task in the run's output (or the runner artifacts); fix it and re-run",
+                 "source": ""})
+    where = f"task '{failure.get('task')}' of play '{failure.get('play')}'"
+    if failure.get("unreachable"):
+        return (f"unreachable: {failure.get('msg')}",
+                {"id": "host_unreachable",
+                 "cause": f"Ansible could not reach the host ({where}): {failure.get('msg')}",
+                 "fix": "check that the host is up and that Ansible can log in (address, user, key, Python), "
+                        "then re-run",
+                 "source": ""})
+    return (f"failed in {where}: {failure.get('msg')}",
+            {"id": "host_failed",
+             "cause": f"{where} failed on this host, so verification never ran: {failure.get('msg')}",
+             "fix": "fix what the message names and re-run; nothing after that task ran on this host",
+             "source": ""})
+
+
+def report_unreached(hosts, hostvars=None):
+    """Rows for hosts that have no verification result (unreachable, or failed in an earlier play), with the
+    cause recorded by the kgn.gpu_nodes.run_failures callback when it is enabled."""
     if not isinstance(hosts, list):
         raise AnsibleFilterError(f"report_unreached: input must be a list of host names, got {hosts!r}")
     rows = []
     for host in hosts:
+        failure = hostvars[host].get("kgn_run_failure") if hostvars is not None and host in hostvars else None
+        summary, diagnosis = _unreached_diagnosis(failure)
         check = {
             "id": "host_reached",
             "title": "host reached and verified",
             "status": "failed",
-            "summary": "no verification result: the host was unreachable or failed in an earlier play",
-            "evidence": {},
-            "diagnosis": [{
-                "id": "host_not_verified",
-                "cause": "the host was unreachable, or an earlier play failed on it so verification never ran",
-                "fix": "read the failed task above in the run's output (or the runner artifacts); fix it and re-run",
-                "source": "",
-            }],
+            "summary": summary,
+            "evidence": {"failure": failure} if failure else {},
+            "diagnosis": [diagnosis],
         }
         row = {key: "-" for key, _ in COLUMNS}
         row.update({"host": str(host), "role": "?", "verdict": "failed", "checks": [check]})

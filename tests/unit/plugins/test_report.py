@@ -102,3 +102,21 @@ def test_report_filters_refuse_other_input():
         r.report_markdown([])
     with pytest.raises(AnsibleFilterError, match="list of host names"):
         r.report_unreached("host")
+
+
+def test_unreached_rows_quote_the_recorded_cause():
+    hostvars = {
+        "n1": {"kgn_run_failure": {"play": "Wire the container runtime to the GPU", "task": "Make nvidia the default",
+                                   "unreachable": False, "msg": "/etc/docker/daemon.json is not valid JSON: line 4"}},
+        "n2": {"kgn_run_failure": {"play": "Install", "task": "Gathering Facts", "unreachable": True,
+                                   "msg": "Failed to connect to the host via ssh"}},
+        "n3": {},
+    }
+    rows = {row["host"]: row for row in r.report_unreached(["n1", "n2", "n3"], hostvars)}
+    first = rows["n1"]["checks"][0]
+    assert first["summary"].startswith("failed in task 'Make nvidia the default'")
+    assert "daemon.json is not valid JSON: line 4" in first["diagnosis"][0]["cause"]
+    assert rows["n2"]["checks"][0]["summary"] == "unreachable: Failed to connect to the host via ssh"
+    assert rows["n2"]["checks"][0]["diagnosis"][0]["id"] == "host_unreachable"
+    assert "run_failures callback" in rows["n3"]["checks"][0]["diagnosis"][0]["cause"]
+    assert all(row["verdict"] == "failed" for row in rows.values())
