@@ -124,3 +124,49 @@ def wait(check, timeout, interval=2.0):
         if ok or time.monotonic() >= deadline:
             return ok, detail
         time.sleep(interval)
+
+
+LOCK_PATH = "/run/lock/kube-gpu-nodes.lock"
+
+
+class NodeLock:
+    """One change at a time on a node: a second run (another controller, another terminal) waits until the
+    first one's module is done, then finds the node as that run left it. Raises TimeoutError naming the
+    holder when ``timeout`` seconds pass."""
+
+    def __init__(self, what, timeout=600, path=LOCK_PATH):
+        self.what, self.timeout, self.path, self.handle = what, timeout, path, None
+
+    def __enter__(self):
+        import fcntl
+
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.handle = open(self.path, "a+", encoding="utf-8")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    self.handle.seek(0)
+                    holder = self.handle.read().strip() or "unknown"
+                    self.handle.close()
+                    raise TimeoutError(
+                        f"another kube-gpu-nodes run is changing this node ({holder}) and did not finish within "
+                        f"{self.timeout} s; nothing was changed. Run again when it is done") from None
+                time.sleep(2)
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"{self.what}, pid {os.getpid()}, since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        self.handle.seek(0)
+        self.handle.truncate()
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+        return False

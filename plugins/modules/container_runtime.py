@@ -332,6 +332,17 @@ def main():
         required_together=[("render_dir", "render_host")],
         supports_check_mode=True,
     )
+    if module.params["render_dir"] or module.check_mode:
+        run(module)
+        return
+    try:
+        with host.NodeLock("container_runtime"):
+            run(module)
+    except TimeoutError as err:
+        module.fail_json(msg=str(err))
+
+
+def run(module):
     p = module.params
     inputs = {key: p[key] for key in INPUTS}
     rendering = bool(p["render_dir"])
@@ -360,9 +371,9 @@ def main():
 
     repaired = list(live["problems"])
     started = time.time()
-    devices.create_links(guard["links"])
-    change.write(guard["rule"])
     try:
+        devices.create_links(guard["links"])
+        change.write(guard["rule"])
         if stale:
             _remove_stale(module, p, plan["remove"])
         change.apply(module, todo, _restart(module, plan["service"]), lambda: _healthy(module, p, plan),
