@@ -87,25 +87,39 @@ molecule_all() {
 }
 
 lab() {
+  local render=$top/.cache/lab-render
   step "lab: fresh nodes up and laid out" bash -c 'bash scripts/lab/lab.sh down && bash scripts/lab/lab.sh up' || return
+  # facts of an earlier lab must not stand for what the fresh nodes show
+  rm -rf .cache/facts
   step "lab: site.yml converges" bash -o pipefail -c 'ansible-playbook site.yml | tee .cache/test-logs/site-1.out'
+  # Render from the inventory and what that run recorded: every file equals the host's, byte for byte.
+  step "lab: render of each host equals the files site.yml wrote there" bash -o pipefail -c \
+    "rm -rf $render && ansible-playbook playbooks/render.yml -e render_dir=$render | tee .cache/test-logs/render.out \
+     && ansible-playbook lab/playbooks/render_equals_apply.yml -e render_dir=$render"
   step "lab: second site.yml run reports changed=0 on every host" bash -o pipefail -c \
     'ansible-playbook site.yml | tee .cache/test-logs/site-2.out && scripts/check-recap.py --unchanged .cache/test-logs/site-2.out'
   step "lab: site.yml --check --diff runs without errors" ansible-playbook site.yml --check --diff
-  # The no-op run skips writes whose result its one read per role shows in place: drift must still be seen.
+  # A no-op run reads each node once and skips what is in place: drift must still be seen.
   step "lab: site.yml repairs files damaged on a GPU node (the in-place checks see drift)" bash -o pipefail -c \
     'set -e; ansible-playbook lab/playbooks/drift.yml -e lab_drift=make
      ansible-playbook site.yml | tee .cache/test-logs/site-drift.out
      grep -E "^kgn-gpu-containerd +: .*changed=[1-9]" .cache/test-logs/site-drift.out
      ansible-playbook lab/playbooks/drift.yml -e lab_drift=check'
+  local fault
+  for fault in $(bash scripts/lab/faults.sh list); do
+    step "lab fault: $fault" bash scripts/lab/faults.sh "$fault"
+  done
   # A planned driver upgrade on one node: bookworm's 535.261.03 (the lab's pin) to 535.309.01 (security):
   # cordon, drain, pin, release the holds, install, hold, uncordon.
   step "lab: nvidia_driver_upgrade.yml upgrades one node's driver, cordoned then uncordoned" bash -o pipefail -c \
-    'set -e; ansible-playbook playbooks/nvidia_driver_upgrade.yml --limit kgn-gpu-docker -e nvidia_driver_version=535.309.01 \
+    'set -e; ansible-playbook playbooks/nvidia_driver_upgrade.yml --limit kgn-gpu-docker -e gpu_driver_version=535.309.01 \
        | tee .cache/test-logs/upgrade.out
      grep -A2 "TASK \[Cordon the node\]" .cache/test-logs/upgrade.out | grep -q "changed: \[kgn-gpu-docker"
      grep -q "Need to get" .cache/test-logs/upgrade.out  # the role reports what the upgrade downloads
      ansible-playbook lab/playbooks/check_driver_upgrade.yml -e lab_upgrade_version=535.309.01'
+  # The upgraded node no longer matches the lab's inventory (535.261.03): leave no lab that the next
+  # `ansible-playbook site.yml` would refuse.
+  step "lab: the lab is taken down (its nodes no longer match the inventory)" bash scripts/lab/lab.sh down
 }
 
 case "$what" in

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The fault suite: each case breaks the converged lab the way production breaks, runs what a user runs,
+# and checks the end state on the live nodes (not the files we wrote): the service runs on a valid
+# config, nothing the user had is lost, the report names the cause, and a second run changes nothing.
+#   scripts/lab/faults.sh CASE      one case (scripts/test.sh lab runs each as one test)
+#   scripts/lab/faults.sh list      the cases
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+logs=$top/.cache/test-logs/faults
+mkdir -p "$logs"
+DOCKER_NODE=kgn-gpu-docker
+CTRD_NODE=kgn-gpu-containerd
+
+say() { printf 'fault: %s\n' "$*"; }
+on() { local node=$1; shift; docker exec "$node" bash -c "$*"; }
+fail() { say "FAILED: $*"; exit 1; }
+
+run() {  # run NAME ansible-playbook-args...: run, keep the output in $logs/NAME.out, never stop the script
+  local name=$1; shift
+  set +e
+  ansible-playbook "$@" >"$logs/$name.out" 2>&1
+  local rc=$?
+  set -e
+  say "ansible-playbook $* -> exit $rc (log $logs/$name.out)"
+  return 0
+}
+
+ok_run() {  # ok_run NAME args...: the run must succeed
+  local name=$1
+  run "$@"
+  scripts/check-recap.py --hosts "$logs/$name.out" >/dev/null
+  grep -qE 'failed=[1-9]|unreachable=[1-9]' "$logs/$name.out" && fail "$name: a host failed (see $logs/$name.out)"
+  return 0
+}
+
+unchanged() {  # unchanged NAME args...: a second run must report changed=0 on every host
+  local name=$1
+  ok_run "$@"
+  scripts/check-recap.py --unchanged "$logs/$name.out" || fail "$name: the second run changed something"
+}
+
+said() {  # said NAME TEXT: the run's output says TEXT
+  grep -qF -- "$2" "$logs/$1.out" || fail "$1: the output does not say '$2' (see $logs/$1.out)"
+}
+
+case_runtime_binary_gone() {
+  say "the runtime binary Docker is told to run is deleted by hand"
+  on $DOCKER_NODE 'rm -f /usr/bin/nvidia-container-runtime'
+  ok_run binary-gone playbooks/container_runtime.yml --limit $DOCKER_NODE
+  on $DOCKER_NODE 'nvidia-container-runtime --version >/dev/null' || fail "the binary is not back"
+  on $DOCKER_NODE 'docker info --format "{{.DefaultRuntime}}" | grep -qx nvidia' || fail "Docker's default is not nvidia"
+  said binary-gone "nvidia-container-runtime"
+  unchanged binary-gone-again playbooks/container_runtime.yml --limit $DOCKER_NODE
+}
+
+case_containerd_stopped() {
+  say "containerd is stopped; verify must say so, the next run must start it"
+  on $CTRD_NODE 'systemctl stop containerd'
+  run stopped-verify playbooks/verify.yml --limit "$CTRD_NODE:localhost"
+  python3 - "$top/reports/latest/report.json" $CTRD_NODE <<'PY' || fail "the report does not fail the stopped engine"
+import json, sys
+row = next(r for r in json.load(open(sys.argv[1]))["rows"] if r["host"] == sys.argv[2])
+assert row["verdict"] == "failed", row["verdict"]
+assert any(c["status"] == "failed" and "containerd" in json.dumps(c) for c in row["checks"]), row["checks"]
+PY
+  ok_run stopped-repair playbooks/container_runtime.yml --limit $CTRD_NODE
+  on $CTRD_NODE 'systemctl is-active --quiet containerd && ctr --timeout 5s version >/dev/null' || fail "containerd is not back"
+  said stopped-repair "containerd is not running"
+  unchanged stopped-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
+case_report_names_the_cause() {
+  say "daemon.json is broken by hand: the run fails on that node and the report says why"
+  on $DOCKER_NODE 'cp -p /etc/docker/daemon.json /root/daemon.json.fault && printf "{\n  \"log-driver\": \"json-file\"\n  \"bad\": 1\n}\n" > /etc/docker/daemon.json'
+  run cause site.yml --limit "$DOCKER_NODE:localhost"
+  on $DOCKER_NODE 'cmp -s /etc/docker/daemon.json /root/daemon.json.fault' && fail "the broken file was replaced"
+  python3 - "$top/reports/latest/report.json" $DOCKER_NODE <<'PY' || fail "the report row does not carry the cause"
+import json, sys
+row = next(r for r in json.load(open(sys.argv[1]))["rows"] if r["host"] == sys.argv[2])
+text = json.dumps(row)
+assert row["verdict"] == "failed" and "is not valid JSON: line 3" in text, text
+PY
+  on $DOCKER_NODE 'mv /root/daemon.json.fault /etc/docker/daemon.json'
+  unchanged cause-again playbooks/container_runtime.yml --limit $DOCKER_NODE
+}
+
+case_disk_full() {
+  say "the disk is full while the containerd drop-in is written: the old files stay, containerd keeps running"
+  on $CTRD_NODE 'cp -a /etc/containerd/conf.d /root/conf.d.fault && rm -f /etc/containerd/conf.d/99-nvidia.toml &&
+    mount -t tmpfs -o size=16k tmpfs /etc/containerd/conf.d && dd if=/dev/zero of=/etc/containerd/conf.d/.fill bs=4k count=8 2>/dev/null || true'
+  run full playbooks/container_runtime.yml --limit $CTRD_NODE
+  said full "No space left on device"
+  on $CTRD_NODE 'systemctl is-active --quiet containerd && ctr --timeout 5s version >/dev/null' || fail "containerd stopped"
+  on $CTRD_NODE 'umount /etc/containerd/conf.d'
+  ok_run full-repair playbooks/container_runtime.yml --limit $CTRD_NODE
+  on $CTRD_NODE 'test -s /etc/containerd/conf.d/99-nvidia.toml' || fail "the drop-in is not back"
+  unchanged full-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
+case_package_removed() {
+  say "the toolkit package is removed by hand"
+  on $CTRD_NODE 'dpkg --purge --force-depends nvidia-container-toolkit >/dev/null 2>&1'
+  ok_run removed playbooks/container_runtime.yml --limit $CTRD_NODE
+  on $CTRD_NODE 'dpkg-query -W -f="\${Status}" nvidia-container-toolkit | grep -q "install ok installed"' || fail "not reinstalled"
+  on $CTRD_NODE 'apt-mark showhold | grep -qx nvidia-container-toolkit' || fail "not held again"
+  unchanged removed-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
+case_concurrent_runs() {
+  say "two runs change the same node at the same time"
+  on $CTRD_NODE 'rm -f /etc/containerd/conf.d/99-nvidia.toml'
+  run concurrent-1 playbooks/container_runtime.yml --limit $CTRD_NODE &
+  local first=$!
+  sleep 1
+  run concurrent-2 playbooks/container_runtime.yml --limit $CTRD_NODE
+  wait $first
+  for n in concurrent-1 concurrent-2; do
+    grep -qE 'failed=[1-9]|unreachable=[1-9]' "$logs/$n.out" && fail "$n failed"
+  done
+  on $CTRD_NODE 'test -s /etc/containerd/conf.d/99-nvidia.toml && systemctl is-active --quiet containerd' || fail "not converged"
+  unchanged concurrent-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
+case_scheduler_restart_interrupted() {
+  say "a run stopped between writing the scheduler config and restarting the scheduler"
+  on kgn-cp-kubeasz 'touch /etc/kubernetes/scheduler-policy-config.yaml'
+  ok_run interrupted playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  scripts/check-recap.py --unchanged "$logs/interrupted.out" && fail "the pending restart was not finished"
+  on kgn-cp-kubeasz 'pid=$(systemctl show -p MainPID --value kube-scheduler); [ "$(stat -c %Y /proc/$pid)" -ge "$(stat -c %Y /etc/kubernetes/scheduler-policy-config.yaml)" ]' \
+    || fail "the running scheduler is older than its config"
+  unchanged interrupted-again playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+}
+
+case_stack_removed() {
+  say "gpushare is taken out of the kubeasz cluster's inventory"
+  ok_run removed-stack site.yml --limit 'lab_kubeasz:localhost' -e '{"gpu_sharing_stacks": []}'
+  on kgn-cp-kubeasz '! pgrep -af "bin/kube-scheduler " | grep -q -- "--config"' || fail "the scheduler still runs our config"
+  on kgn-cp-kubeasz '! test -e /etc/systemd/system/kube-scheduler.service.d/90-kube-gpu-nodes-scheduler-config.conf' \
+    || fail "our drop-in is still there"
+  on kgn-cp-kubeasz 'kubectl --kubeconfig /etc/kubernetes/admin.conf -n kube-system get daemonset -o name | grep -q gpushare' \
+    && fail "the gpushare DaemonSet is still deployed"
+  on kgn-cp-kubeasz "kubectl --kubeconfig /etc/kubernetes/admin.conf get node $DOCKER_NODE -o jsonpath='{.metadata.labels}' | grep -q gpushare" \
+    && fail "the gpushare label is still on the node"
+  unchanged removed-stack-again site.yml --limit 'lab_kubeasz:localhost' -e '{"gpu_sharing_stacks": []}'
+  ok_run removed-stack-back site.yml --limit 'lab_kubeasz:localhost'
+}
+
+cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
+       scheduler_restart_interrupted stack_removed)
+case "${1:-list}" in
+  list) printf '%s\n' "${cases[@]}" ;;
+  *) "case_$1" ;;
+esac
