@@ -154,3 +154,34 @@ def first_line(text: str) -> str:
         if line.strip():
             return line.strip()
     return ""
+
+
+def gather(module, nvidia_smi="nvidia-smi", lspci="lspci", use_lspci=True):
+    """The GPU facts of the node (node side): ``nvidia-smi -q -x`` parsed, or, when the driver does not
+    answer, the GPUs ``lspci -nn`` sees with the reason nvidia-smi gave. The one way the project reads
+    GPUs: the gpu_facts module, the driver module and verify all call it."""
+    smi = module.get_bin_path(nvidia_smi)
+    if smi:
+        rc, out, err = module.run_command([smi, "-q", "-x"])
+        if rc == 0:
+            try:
+                return parse_nvidia_smi_xml(out)
+            except GpuParseError as exc:
+                reason = f"nvidia-smi: {exc}"
+        else:
+            # nvidia-smi prints its diagnosis on stdout ("NVIDIA-SMI has failed because ...").
+            reason = f"nvidia-smi: {first_line(out) or first_line(err) or f'exit code {rc}'}"
+    else:
+        reason = f"nvidia-smi: {nvidia_smi} not found (no NVIDIA driver utilities installed)"
+    gpus, problem = None, None
+    if not use_lspci:
+        problem = "lspci fallback disabled"
+    elif not module.get_bin_path(lspci):
+        problem = "lspci: not found (install pciutils to detect GPUs before the driver is loaded)"
+    else:
+        rc, out, err = module.run_command([module.get_bin_path(lspci), "-nn"])
+        if rc != 0:
+            problem = f"lspci: {first_line(err or out) or f'exit code {rc}'}"
+        else:
+            gpus = parse_lspci(out)
+    return no_driver_result(f"{reason}; {problem}" if problem else reason, gpus)

@@ -103,25 +103,7 @@ gpus:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402  (module docs come first)
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import (  # noqa: E402
-    GpuParseError,
-    first_line,
-    no_driver_result,
-    parse_lspci,
-    parse_nvidia_smi_xml,
-)
-
-
-def _lspci(module: AnsibleModule) -> tuple[list[dict] | None, str | None]:
-    if not module.params["use_lspci"]:
-        return None, "lspci fallback disabled"
-    path = module.get_bin_path(module.params["lspci_path"])
-    if not path:
-        return None, "lspci: not found (install pciutils to detect GPUs before the driver is loaded)"
-    rc, out, err = module.run_command([path, "-nn"])
-    if rc != 0:
-        return None, f"lspci: {first_line(err or out) or f'exit code {rc}'}"
-    return parse_lspci(out), None
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather  # noqa: E402
 
 
 def main() -> None:
@@ -133,23 +115,8 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    smi = module.get_bin_path(module.params["nvidia_smi_path"])
-    if smi:
-        rc, out, err = module.run_command([smi, "-q", "-x"])
-        if rc == 0:
-            try:
-                module.exit_json(changed=False, **parse_nvidia_smi_xml(out))
-            except GpuParseError as exc:
-                reason = f"nvidia-smi: {exc}"
-        else:
-            # nvidia-smi prints its diagnosis on stdout ("NVIDIA-SMI has failed because ...").
-            reason = f"nvidia-smi: {first_line(out) or first_line(err) or f'exit code {rc}'}"
-    else:
-        reason = f"nvidia-smi: {module.params['nvidia_smi_path']} not found (no NVIDIA driver utilities installed)"
-    gpus, lspci_problem = _lspci(module)
-    if lspci_problem:
-        reason = f"{reason}; {lspci_problem}"
-    module.exit_json(changed=False, **no_driver_result(reason, gpus))
+    p = module.params
+    module.exit_json(changed=False, **gather(module, p["nvidia_smi_path"], p["lspci_path"], p["use_lspci"]))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "tests" / "schemas" / "kube-scheduler"
-SEED_FILES = SCHEMAS / "seeds"
+SEED_FILES = SCHEMAS / "reference-clusters"
 SHARED_SEEDS = ROOT.parent / "shared" / "seeds"
 G = "kubescheduler.config.k8s.io"
 

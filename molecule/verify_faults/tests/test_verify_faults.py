@@ -1,4 +1,4 @@
-"""The reports of playbooks/verify.yml: healthy nodes, then each fault of issue 6 with its diagnosis.
+"""The reports of playbooks/verify.yml: healthy nodes, then each hand-made fault with its diagnosis.
 
 Node-side assertions check the state each report describes really is on the node (the faults
 happened), then the JSON reports on the controller are checked row by row.
