@@ -128,14 +128,13 @@ repaired:
   type: list
 """
 
-import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import NVIDIA_RUNTIME, toml_parse  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import binary_state, live_state  # noqa: E402
 
 INPUTS = ("engine", "kubernetes_version", "set_default", "binary", "docker_config", "docker_runtime_path",
           "docker_runtime_args", "containerd_config", "containerd_dropin", "crio_config", "crio_dropin")
@@ -159,103 +158,8 @@ def observe(module, p):
     return observed
 
 
-def _docker_live(module):
-    rc, out, err = host.run(module, ["docker", "info", "--format", "{{json .}}"], timeout=20)
-    info = {}
-    if rc == 0:
-        try:
-            info = module.from_json(out)
-        except ValueError:
-            info = {}
-    answered = bool(info.get("ServerVersion"))
-    return {
-        "answered": answered,
-        "error": "" if answered else (err or out or "no answer").strip()[:300],
-        "default_runtime": info.get("DefaultRuntime") or "",
-        "runtimes": sorted((info.get("Runtimes") or {}).keys()),
-    }
-
-
-def _containerd_live(module, plan):
-    rc, out, err = host.run(module, ["ctr", "--timeout", "5s", "version"], timeout=20)
-    answered = rc == 0
-    live = {"answered": answered, "error": "" if answered else (err or out or "no answer").strip()[:300]}
-    # The running daemon's CRI settings (crictl talks to it); without crictl, the files it was started on.
-    rc, out, _ = host.run(module, ["crictl", "info"], timeout=20)
-    if rc == 0:
-        try:
-            config = module.from_json(out).get("config", {}).get("containerd", {})
-            live["default_runtime"] = config.get("defaultRuntimeName", "")
-            live["runtimes"] = sorted((config.get("runtimes") or {}).keys())
-            live["source"] = "crictl info"
-            return live
-        except (ValueError, AttributeError):
-            pass
-    rc, out, _ = host.run(module, ["containerd", "config", "dump"], timeout=20)
-    cri = {}
-    if rc == 0:
-        try:
-            cri = toml_parse(out, "containerd config dump").get("plugins", {}).get(plan["cri_plugin"], {})
-        except KgnError:
-            cri = {}
-    section = cri.get("containerd", {}) if isinstance(cri, dict) else {}
-    live["default_runtime"] = section.get("default_runtime_name", "")
-    live["runtimes"] = sorted((section.get("runtimes") or {}).keys())
-    live["source"] = "containerd config dump (the files the running daemon was started on)"
-    return live
-
-
-def _crio_live(module):
-    rc, out, err = host.run(module, ["crio", "status", "config"], timeout=20)
-    if rc != 0:
-        return {"answered": False, "error": (err or out or "no answer").strip()[:300], "default_runtime": "",
-                "runtimes": []}
-    try:
-        runtime = toml_parse(out, "crio status config").get("crio", {}).get("runtime", {})
-    except KgnError:
-        runtime = {}
-    return {"answered": True, "error": "", "default_runtime": runtime.get("default_runtime", ""),
-            "runtimes": sorted((runtime.get("runtimes") or {}).keys())}
-
-
-def live_state(module, p, plan):
-    """What the running engine shows, and whether it runs on the planned files."""
-    engine = plan["engine"]
-    unit = host.service(module, plan["service"])
-    if engine == "docker":
-        live = _docker_live(module)
-    elif engine == "containerd":
-        live = _containerd_live(module, plan)
-    else:
-        live = _crio_live(module)
-    live.update({"engine": engine, "service": unit["state"], "active": unit["active"]})
-    live["stale_files"] = host.changed_since([f["path"] for f in plan["files"]], unit["started"])
-    problems = []
-    if not unit["active"]:
-        problems.append(f"{plan['service']} is not running ({unit['state']})")
-    elif not live["answered"]:
-        problems.append(f"{engine} does not answer ({live['error']})")
-    else:
-        if NVIDIA_RUNTIME not in live["runtimes"]:
-            problems.append(f"{engine} has no nvidia runtime (runtimes: {', '.join(live['runtimes']) or 'none'})")
-        if p["set_default"] and live["default_runtime"] != NVIDIA_RUNTIME:
-            problems.append(f"{engine}'s default runtime is {live['default_runtime'] or 'unset'!r}, not nvidia")
-    if live["stale_files"]:
-        problems.append(f"{plan['service']} was started before {', '.join(live['stale_files'])} last changed "
-                        "(a change that was never restarted)")
-    live["problems"] = problems
-    return live
-
-
-def binary_state(module, p, engine):
-    """Whether the runtime binary the engine is told to run exists and executes."""
-    name = p["docker_runtime_path"] if engine == "docker" else p["binary"]
-    path = name if name.startswith("/") else (module.get_bin_path(name) or "")
-    if not path or not os.path.exists(path):
-        return {"path": name, "exists": False, "executes": False, "version": "", "error": "not found"}
-    rc, out, err = host.run(module, [path, "--version"], timeout=20)
-    return {"path": path, "exists": True, "executes": rc == 0, "version": (out or "").strip().splitlines()[:1],
-            "error": "" if rc == 0 else (err or out).strip()[:300]}
+def _binary(module, p, engine):
+    return binary_state(module, p["docker_runtime_path"] if engine == "docker" else p["binary"])
 
 
 def _dev_char_guard(module, p):
@@ -268,7 +172,7 @@ def _dev_char_guard(module, p):
 
 
 def _healthy(module, p, plan):
-    problems = live_state(module, p, plan)["problems"]
+    problems = live_state(module, plan, p["set_default"])["problems"]
     return not problems, "; ".join(problems)
 
 
@@ -280,7 +184,8 @@ def _fail_binary(module, plan, live, observed, diff, facts, changed=False):
             "on this node would fail to start. The NVIDIA container toolkit package provides it: run the "
             "nvidia_container_toolkit role (it reinstalls a package whose files are missing), or reinstall "
             "the package by hand.",
-        plan=plan, live=live, observed=observed, changed=changed, diff=diff, ansible_facts=facts)
+        plan=plan, live=live, observed=observed, changed=changed, diff=diff,
+        ansible_facts=recorded("container_runtime", observed, plan, live, changed, module.check_mode))
 
 
 def _restart(module, unit):
@@ -355,19 +260,20 @@ def run(module):
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "container_runtime")
         module.exit_json(changed=bool(written), engine=plan["engine"], plan=plan, observed=observed, repaired=[])
 
-    facts = {"kgn_observed_container_runtime": observed}
+    facts = {"kgn_observed_container_runtime": observed}  # what a failure still records
     guard = _dev_char_guard(module, p)
     todo = change.pending(plan["files"])
     stale = change.pending(plan["remove"])
-    live = live_state(module, p, plan)
+    live = live_state(module, plan, p["set_default"])
     due = bool(todo or stale or live["problems"] or guard["links"] or guard["rule"])
     diff = change.diff(todo + stale)
-    live["binary"] = binary_state(module, p, plan["engine"])
+    live["binary"] = _binary(module, p, plan["engine"])
     if not module.check_mode and not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts)
     if module.check_mode or not due:
         module.exit_json(changed=due, engine=plan["engine"], plan=plan, live=live, observed=observed,
-                         repaired=[], would_repair=live["problems"], diff=diff, ansible_facts=facts)
+                         repaired=[], would_repair=live["problems"], diff=diff,
+                         ansible_facts=recorded("container_runtime", observed, plan, live, due, module.check_mode))
 
     repaired = list(live["problems"])
     started = time.time()
@@ -384,12 +290,13 @@ def run(module):
         module.fail_json(msg=f"{plan['engine']} with the nvidia runtime ({files}): {err}."
                              + (f" {plan['service']} said: {' | '.join(words)}" if words else ""),
                          plan=plan, observed=observed, diff=diff)
-    live = live_state(module, p, plan)
-    live["binary"] = binary_state(module, p, plan["engine"])
+    live = live_state(module, plan, p["set_default"])
+    live["binary"] = _binary(module, p, plan["engine"])
     if not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts, changed=True)
     module.exit_json(changed=True, engine=plan["engine"], plan=plan, live=live, observed=observed,
-                     repaired=repaired, diff=diff, ansible_facts=facts)
+                     repaired=repaired, diff=diff,
+                     ansible_facts=recorded("container_runtime", observed, plan, live, True, False, repaired))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""The nvidia_container_toolkit render entry point for the rpm family (no RHEL node runs here).
+"""The nvidia_container_toolkit render (the role with nvidia_container_toolkit_render_dir set): each host's
+package family comes from its observation (kgn_observed_nvidia_container_toolkit: pkg_mgr or os_family), so deb
+hosts get the apt source and rpm hosts NVIDIA's .repo file, and a host without one fails clearly.
 
-Renders NVIDIA's .repo file for each repository era, through a mirror, and the apt source for deb,
-then parses them. The apply path writes the .repo file from the same template (checked below), so what
-is rendered here is what dnf/yum read on a node. Sections and settings are those of NVIDIA's own files:
+Renders NVIDIA's .repo file for each repository era, through a mirror, and the apt source for deb, then parses
+them. The module writes on a node the text the same planner (kgn.gpu_nodes toolkit_plan) gives here, so what is
+rendered is what dnf/yum or apt read. Sections and settings are those of NVIDIA's own files:
 NVIDIA/libnvidia-container gh-pages stable/rpm/nvidia-container-toolkit.repo (>= 1.14) and
 centos7/libnvidia-container.repo (1.6-1.13), NVIDIA/nvidia-docker gh-pages centos7/nvidia-docker.repo (< 1.6).
 """
@@ -10,38 +12,42 @@ centos7/libnvidia-container.repo (1.6-1.13), NVIDIA/nvidia-docker gh-pages cento
 from __future__ import annotations
 
 import configparser
+import json
 from pathlib import Path
 
 import pytest
-import yaml
-from playbook_runner import render_role
+from playbook_runner import RENDER_PLAY, render_role, run_playbook
 
-ROLE = Path(__file__).resolve().parents[2] / "roles/nvidia_container_toolkit"
 REPO_FILE = "etc/yum.repos.d/nvidia-container-toolkit.repo"
 APT_LIST = "etc/apt/sources.list.d/nvidia-container-toolkit.list"
 NV = "https://nvidia.github.io"
 MIRROR = "http://mirror.local/nvidia"
+OBSERVED = "kgn_observed_nvidia_container_toolkit"
 
 HOSTS = {
-    "el-stable": {"nvidia_container_toolkit_render_family": "rpm", "nvidia_container_toolkit_version": "1.14.6"},
+    "el-stable": {OBSERVED: {"pkg_mgr": "dnf"}, "nvidia_container_toolkit_version": "1.14.6"},
     "el-libnvidia": {
-        "nvidia_container_toolkit_render_family": "rpm",
+        OBSERVED: {"pkg_mgr": "yum", "docker_version": "20.10.24"},
         "nvidia_container_toolkit_version": "1.13.5",
         "nvidia_container_toolkit_repo_distribution": "centos7",
     },
     "el-nvidia-docker-mirror": {
-        "nvidia_container_toolkit_render_family": "rpm",
+        OBSERVED: {"os_family": "RedHat"},
         "nvidia_container_toolkit_version": "1.5.1",
         "nvidia_container_toolkit_repo_distribution": "centos7",
         "nvidia_container_toolkit_repo_base_url": MIRROR + "/",
     },
     "el-stable-mirror": {
-        "nvidia_container_toolkit_render_family": "rpm",
+        OBSERVED: {"pkg_mgr": "yum"},
         "nvidia_container_toolkit_repo_base_url": MIRROR,
     },
-    "el-no-repo": {"nvidia_container_toolkit_render_family": "rpm", "nvidia_container_toolkit_repo_enabled": False},
-    "deb-default": {},
+    "el-docker18": {OBSERVED: {"pkg_mgr": "yum", "docker_version": "18.09.7"}},
+    "el-no-repo": {OBSERVED: {"pkg_mgr": "dnf"}, "nvidia_container_toolkit_repo_enabled": False},
+    "deb-default": {OBSERVED: {"pkg_mgr": "apt", "docker_version": "20.10.24"}},
+    "deb-docker18": {OBSERVED: {"pkg_mgr": "apt", "docker_version": "18.09.7"}},
 }
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Path:
     inventory = {"all": {"vars": {"ansible_connection": "local"}, "hosts": HOSTS}}
@@ -104,21 +110,58 @@ def test_repo_disabled_renders_no_repository_file(rendered):
     assert not (rendered / "el-no-repo" / REPO_FILE).exists()
 
 
-def test_deb_stays_the_default_family(rendered):
+def test_deb_host_gets_the_apt_source_and_no_repo_file(rendered):
     lines = [line for line in (rendered / "deb-default" / APT_LIST).read_text().splitlines() if line[:1] != "#"]
     assert lines == [
         "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
         f"{NV}/libnvidia-container/stable/deb/$(ARCH) /"
     ]
     assert not (rendered / "deb-default/etc/yum.repos.d").exists()
+    for host in ("el-stable", "el-libnvidia", "el-docker18"):
+        assert not (rendered / host / "etc/apt").exists()
 
 
-def test_apply_and_render_write_the_repo_file_from_one_template():
-    def template_tasks(name: str) -> list[dict]:
-        tasks = yaml.safe_load((ROLE / "tasks" / name).read_text())
-        return [task["ansible.builtin.template"] for task in tasks if "ansible.builtin.template" in task]
+def plan(rendered: Path, host: str) -> dict:
+    return json.loads((rendered / host / "_plan/nvidia_container_toolkit.json").read_text())
 
-    (apply,) = template_tasks("repository_rpm.yml")
-    render = [task for task in template_tasks("render.yml") if task["dest"].endswith(".yum_repo_file }}")]
-    assert [task["src"] for task in render] == [apply["src"]] == ["nvidia-container-toolkit.repo.j2"]
-    assert apply["dest"] == "{{ __nvidia_container_toolkit_layout.yum_repo_file }}"
+
+@pytest.mark.parametrize(("host", "package", "specs"), [
+    ("deb-default", "nvidia-container-toolkit",
+     ["nvidia-container-toolkit=1.17.8*", "nvidia-container-toolkit-base=1.17.8*"]),
+    ("deb-docker18", "nvidia-docker2",
+     ["nvidia-container-toolkit=1.17.8*", "nvidia-container-toolkit-base=1.17.8*", "nvidia-docker2=2.14.0*"]),
+    ("el-docker18", "nvidia-docker2",
+     ["nvidia-container-toolkit-1.17.8", "nvidia-container-toolkit-base-1.17.8", "nvidia-docker2-2.14.0"]),
+    ("el-libnvidia", "nvidia-container-toolkit",
+     ["nvidia-container-toolkit-1.13.5", "nvidia-container-toolkit-base-1.13.5"]),
+])
+def test_the_plan_shows_the_package_choice_and_its_pinned_specs(rendered, host, package, specs):
+    assert plan(rendered, host)["package"] == package
+    assert plan(rendered, host)["specs"] == specs
+
+
+def test_a_host_without_a_recorded_docker_says_what_it_assumed(rendered):
+    assert plan(rendered, "el-stable")["package"] == "nvidia-container-toolkit"
+    assert any("no Docker version recorded" in a for a in plan(rendered, "el-stable")["assumed"])
+    assert plan(rendered, "deb-default")["assumed"] == []
+
+
+def test_the_rendered_file_is_the_planned_text(rendered):
+    for host, path in (("deb-default", APT_LIST), ("el-stable", REPO_FILE)):
+        (planned,) = plan(rendered, host)["files"]
+        assert planned["path"] == "/" + path
+        assert (rendered / host / path).read_text() == planned["content"]
+
+
+def test_a_host_without_a_package_family_fails_clearly(tmp_path):
+    inventory = {"all": {"vars": {"ansible_connection": "local"}, "hosts": {
+        "no-family": {OBSERVED: {"docker_version": "20.10.24"}}}}}
+    (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
+    (tmp_path / "play.yml").write_text(RENDER_PLAY.format(role="nvidia_container_toolkit"))
+    result = run_playbook("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"),
+                          "-e", f"render_dir={tmp_path / 'out'}")
+    assert result.returncode != 0
+    assert "no-family" in result.stdout
+    assert "no package family is known for this host" in result.stdout
+    assert "kgn_observed_nvidia_container_toolkit: {pkg_mgr: apt}" in result.stdout
+    assert not (tmp_path / "out/no-family/etc").exists()

@@ -1,62 +1,83 @@
-"""The nvidia_driver render entry point for every platform path, including the ones that cannot run here.
+"""The nvidia_driver render for every platform path, including the ones that cannot run here.
 
 Ubuntu and RHEL cannot be run in this lab (no mirror reachable): their repository files and package
-names are checked here, rendered from inventory data only, as `playbooks/render.yml` does.
+names are checked here, rendered from inventory data only, as `playbooks/render.yml` does. The OS of
+each host comes from its observation (kgn_observed_nvidia_driver: written in the inventory, or the
+fact a run recorded); a host without one is refused, never rendered as a guessed Debian.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-import yaml
-from playbook_runner import render_role
+from playbook_runner import RENDER_PLAY, render_role, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
+def _os(os_id: str, version: str, **extra) -> dict:
+    return {"kgn_observed_nvidia_driver": {"os": {"id": os_id, "version_id": version}, **extra}}
+
+
 HOSTS = {
-    "deb12": {"nvidia_driver_render_platform": "Debian-12", "nvidia_driver_branch": "535"},
+    "deb12": {**_os("debian", "12"), "nvidia_driver_branch": "535"},
+    "deb12_recorded": {
+        # what a run records: the apt sources, the installed driver and the lists' offer
+        "kgn_observed_nvidia_driver": {
+            "os": {"id": "debian", "version_id": "12"}, "architecture": "x86_64", "kernel": "6.1.0-18-amd64",
+            "apt_sources": {
+                "/etc/apt/sources.list": "deb http://deb.debian.org/debian bookworm main contrib non-free\n"},
+            "packages": {"installed": "535.261.03-1", "held": ["nvidia-driver"], "stack": ["nvidia-driver"],
+                         "offered": ["535.309.01-0+deb12u1", "535.261.03-1"],
+                         "present": ["nvidia-driver=535.261.03-1"]},
+            "gpu": {"gpus": [{"product_name": "Tesla T4"}]},
+        },
+        "nvidia_driver_branch": "535",
+    },
     "deb13_open": {
-        "nvidia_driver_render_platform": "Debian-13",
+        **_os("debian", "13"),
         "nvidia_driver_branch": "550",
         "nvidia_driver_kernel_module": "open",
         "nvidia_driver_version": "550.163.01",
     },
     "deb12_cuda": {
-        "nvidia_driver_render_platform": "Debian-12",
+        **_os("debian", "12"),
         "nvidia_driver_source": "cuda_repo",
         "nvidia_driver_branch": "570",
         "nvidia_driver_cuda_repo_base_url": "http://mirror.local/cuda/repos/",
     },
-    "ubu24": {"nvidia_driver_render_platform": "Ubuntu-24", "nvidia_driver_branch": "550"},
+    "ubu24": {**_os("ubuntu", "24.04"), "nvidia_driver_branch": "550"},
     "ubu24_open": {
-        "nvidia_driver_render_platform": "Ubuntu-24",
+        **_os("ubuntu", "24.04"),
         "nvidia_driver_branch": "570",
         "nvidia_driver_kernel_module": "open",
     },
     "ubu22_cuda": {
-        "nvidia_driver_render_platform": "Ubuntu-22",
+        **_os("ubuntu", "22.04"),
         "nvidia_driver_source": "cuda_repo",
         "nvidia_driver_branch": "535",
     },
     "rhel9": {
-        "nvidia_driver_render_platform": "RedHat-9",
+        **_os("rhel", "9.4"),
         "nvidia_driver_source": "cuda_repo",
         "nvidia_driver_branch": "550",
     },
     "rhel8_arm_open": {
-        "nvidia_driver_render_platform": "RedHat-8",
+        **_os("rocky", "8.10", architecture="aarch64"),
         "nvidia_driver_source": "cuda_repo",
         "nvidia_driver_branch": "570",
         "nvidia_driver_kernel_module": "open",
-        "nvidia_driver_render_architecture": "aarch64",
     },
     "runfile": {
-        "nvidia_driver_render_platform": "Debian-12",
+        **_os("debian", "12"),
         "nvidia_driver_source": "runfile",
         "nvidia_driver_runfile_url": "http://mirror.local/cuda_10.2.89_440.33.01_linux.run",
     },
 }
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Path:
     inventory = {"all": {"vars": {"ansible_connection": "local"}, "hosts": HOSTS}}
@@ -68,7 +89,7 @@ def _read(rendered: Path, host: str, path: str) -> str:
 
 
 def _plan(rendered: Path, host: str) -> dict:
-    return yaml.safe_load(_read(rendered, host, "/_plan/nvidia_driver.yml"))
+    return json.loads(_read(rendered, host, "/_plan/nvidia_driver.json"))
 
 
 def _stanzas(text: str) -> list[dict]:
@@ -95,6 +116,24 @@ def test_debian12_distro_adds_non_free_for_every_suite(rendered):
         "nvidia-persistenced",
     ]
     assert "Pin: version 535.*" in _read(rendered, "deb12", "/etc/apt/preferences.d/kgn-nvidia-driver.pref")
+    assumed = " | ".join(_plan(rendered, "deb12")["assumed"])
+    assert "pinned as 535.*" in assumed and "apt sources were not recorded" in assumed
+
+
+def test_recorded_observation_renders_what_a_run_would_write(rendered):
+    # the recorded node lacks only non-free-firmware; its installed version of the branch stays pinned
+    stanzas = _stanzas(_read(rendered, "deb12_recorded", "/etc/apt/sources.list.d/kgn-nvidia-driver.sources"))
+    assert [(s["Suites"], s["Components"]) for s in stanzas] == [
+        ("bookworm", "non-free-firmware"),
+        ("bookworm-updates", "contrib non-free non-free-firmware"),
+        ("bookworm-security", "contrib non-free non-free-firmware"),
+    ]
+    pin = _read(rendered, "deb12_recorded", "/etc/apt/preferences.d/kgn-nvidia-driver.pref")
+    assert "Pin: version 535.261.03-1\n" in pin
+    plan = _plan(rendered, "deb12_recorded")
+    assert plan["headers_package"] == "linux-headers-6.1.0-18-amd64"
+    assert plan["target"] == "535.261.03-1" and plan["target_exact"] is True
+    assert not any("pinned as" in a or "GPU facts" in a for a in plan["assumed"])
 
 
 def test_debian13_open_modules_and_exact_version_pin(rendered):
@@ -156,6 +195,7 @@ def test_rhel8_aarch64_open_uses_sbsa_and_the_open_stream(rendered):
 
 def test_runfile_writes_no_repository(rendered):
     assert _plan(rendered, "runfile")["packages"] == []
+    assert _plan(rendered, "runfile")["runfile"]["args"] == ["--silent", "--driver"]
     assert "blacklist nouveau" in _read(rendered, "runfile", "/etc/modprobe.d/kgn-blacklist-nouveau.conf")
     assert not (rendered / "runfile/etc/apt/sources.list.d/kgn-nvidia-driver.sources").exists()
 
@@ -164,3 +204,26 @@ def test_the_role_never_uses_apt_key():
     role = ROOT / "roles" / "nvidia_driver"
     offenders = [p for p in role.rglob("*.y*ml") if "apt_key" in p.read_text() or "apt-key add" in p.read_text()]
     assert offenders == []
+
+
+def test_every_host_renders_its_own_platform(rendered):
+    platforms = {host: _plan(rendered, host)["platform"] for host in HOSTS}
+    assert platforms == {
+        "deb12": "Debian-12", "deb12_recorded": "Debian-12", "deb13_open": "Debian-13", "deb12_cuda": "Debian-12",
+        "ubu24": "Ubuntu-24", "ubu24_open": "Ubuntu-24", "ubu22_cuda": "Ubuntu-22", "rhel9": "RedHat-9",
+        "rhel8_arm_open": "RedHat-8", "runfile": "Debian-12",
+    }
+
+
+def test_a_host_without_an_os_fails_clearly(tmp_path):
+    inventory = {"all": {"vars": {"ansible_connection": "local"}, "hosts": {
+        "known": _os("debian", "12"), "unknown-os": {"nvidia_driver_branch": "535"}}}}
+    (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
+    (tmp_path / "play.yml").write_text(RENDER_PLAY.format(role="nvidia_driver"))
+    result = run_playbook("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"), "-e",
+                          f"render_dir={tmp_path / 'out'}")
+    assert result.returncode != 0
+    assert "unknown-os: nvidia_driver: the node's OS is not known" in result.stdout, result.stdout[-3000:]
+    assert "set kgn_observed_nvidia_driver.os.id/version_id" in result.stdout
+    assert (tmp_path / "out/known/etc/modprobe.d/kgn-blacklist-nouveau.conf").is_file()
+    assert not (tmp_path / "out/unknown-os").exists()

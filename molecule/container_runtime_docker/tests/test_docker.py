@@ -59,6 +59,20 @@ def test_toolkit_comes_from_the_signed_standin_repository(host):
     assert "nvidia-container-toolkit" in host.check_output("apt-mark showhold")
 
 
+def test_toolkit_keyring_holds_the_pinned_key_and_both_packages_are_held(host):
+    fingerprint = Path("/var/cache/kgn-lab/nvidia-repo/fingerprint").read_text().strip()
+    for path in ("/usr/share/keyrings/nvidia-container-toolkit-keyring.asc",
+                 "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"):
+        assert host.file(path).mode == 0o644, path
+        keys = host.check_output(f"gpg --homedir $(mktemp -d) --batch --show-keys --with-colons {path}")
+        assert f"fpr:::::::::{fingerprint}:" in keys, path
+    held = host.check_output("apt-mark showhold").split()
+    assert {"nvidia-container-toolkit", "nvidia-container-toolkit-base"} <= set(held)
+    assert host.package("nvidia-container-toolkit-base").version.startswith("1.17.8")
+    assert host.run("dpkg --verify nvidia-container-toolkit nvidia-container-toolkit-base").stdout.strip() == ""
+    assert host.run("nvidia-container-runtime --version").rc == 0
+
+
 def test_invalid_json_fails_naming_file_and_line_and_leaves_file_alone(host):
     case = json.loads(host.file("/var/tmp/kgn-side-effect/invalid_json.json").content_string)
     assert "/etc/docker/daemon.json is not valid JSON: line 4" in case["msg"]

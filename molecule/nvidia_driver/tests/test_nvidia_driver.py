@@ -64,6 +64,22 @@ def test_persistence_daemon_unit_is_present_and_enabled(host):
     assert unit.is_enabled
 
 
+def test_missing_nvidia_smi_was_reinstalled_and_said_so(host):
+    # side_effect.yml deleted /usr/bin/nvidia-smi: check mode said what it would repair and left it
+    # missing; the run reinstalled the package at its installed version and listed it in `repaired`.
+    report = json.loads(host.file("/var/log/kgn/nvidia_driver_repair.json").content_string)
+    assert report["check_changed"] is True and report["missing_after_check"] is True, report
+    assert any("would reinstall nvidia-smi=" in line for line in report["check_would_repair"]), report
+    assert report["changed"] is True and report["present_after_run"] is True, report
+    version = host.package("nvidia-smi").version
+    wanted = f"/usr/bin/nvidia-smi missing; reinstalled nvidia-smi={version}"
+    assert any(wanted in line for line in report["repaired"]), report
+    assert host.file("/usr/bin/nvidia-smi").exists
+    assert "nvidia-smi" in host.check_output("apt-mark showhold").split()  # held again after the reinstall
+    log = host.file("/var/log/kgn/nvidia_driver.log").content_string
+    assert f"reinstalled nvidia-smi={version} (missing /usr/bin/nvidia-smi)" in log
+
+
 def test_second_run_did_not_reinstall_or_request_a_reboot(host):
     # dpkg logs every install; the role logs every install and reboot request it makes.
     installs = host.check_output("grep -c ' install nvidia-driver:' /var/log/dpkg.log || true")
@@ -87,6 +103,7 @@ def test_bad_inputs_failed_early_and_changed_nothing(host):
         "cuda the driver cannot run",
         "branch without support for the gpu",
         "runfile url 404",
+        "held driver outside a planned upgrade",
     }
     for case in report:
         assert case["failed"] is True, case

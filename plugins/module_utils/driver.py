@@ -1,0 +1,645 @@
+"""NVIDIA driver decisions: platform, packages, version, pins, holds, files, and what is refused.
+
+Pure functions over plain data (no I/O), used by the nvidia_driver module on the node and by the render
+on the controller. ``driver_plan(inputs, observed)`` is the nvidia_driver section of the host plan.
+
+Package names per platform: packages.debian.org (nvidia-graphics-drivers), packages.ubuntu.com
+(nvidia-graphics-drivers-<branch>-server), NVIDIA's CUDA repositories and its kernel-modules guide
+(dnf module streams <branch>-dkms / <branch>-open, the open modules from R515 for Turing and newer).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import (
+    nvidia_apt_missing_components,
+    nvidia_apt_unmet,
+    nvidia_branch_supports_gpu,
+    nvidia_gpu_info,
+    nvidia_pin_package,
+    nvidia_upstream_version,
+)
+
+HEADER = "# Written by kube-gpu-nodes (nvidia_driver).\n"
+SOURCES = ("distro", "cuda_repo", "runfile")
+KERNEL_MODULES = ("proprietary", "open")
+
+# Every platform the role installs on, keyed "<distribution>-<major version>". Debian has one driver
+# branch per release (bookworm R535, trixie R550); Ubuntu ships several -server branches; RHEL uses
+# NVIDIA's CUDA repository with the nvidia-driver dnf module.
+_DEBIAN_PACKAGES = {
+    # libcuda1 and the PTX JIT are only Recommends of nvidia-driver, but containers need them (the
+    # container toolkit mounts the host's libcuda): named explicitly for --no-install-recommends.
+    "proprietary": ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ptxjitcompiler1",
+                    "nvidia-persistenced"],
+    "open": ["nvidia-driver", "nvidia-open-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ptxjitcompiler1",
+             "nvidia-persistenced"],
+}
+_UBUNTU_PACKAGES = {
+    # Datacenter (-server) headless packages: no X stack. -open for the open kernel modules.
+    "proprietary": ["nvidia-headless-{branch}-server", "nvidia-utils-{branch}-server",
+                    "nvidia-compute-utils-{branch}-server"],
+    "open": ["nvidia-headless-{branch}-server-open", "nvidia-utils-{branch}-server",
+             "nvidia-compute-utils-{branch}-server"],
+}
+_APT_CUDA_PACKAGES = {"proprietary": ["cuda-drivers-{branch}"], "open": ["nvidia-open-{branch}"]}
+_RPM_CUDA_PACKAGES = {"proprietary": ["nvidia-driver", "nvidia-driver-cuda", "nvidia-persistenced"],
+                      "open": ["nvidia-open", "nvidia-driver-cuda", "nvidia-persistenced"]}
+# The driver's components: the non-free ones in non-free, firmware-nvidia-gsp in non-free-firmware,
+# nvidia-persistenced and nvidia-open-kernel-dkms in contrib.
+_DEBIAN_COMPONENTS = ["contrib", "non-free", "non-free-firmware"]
+
+
+def _debian(codename: str, branch: str, cuda_distro: str) -> dict:
+    return {
+        "family": "debian", "codename": codename, "mirror": "debian",
+        "suites": [codename, f"{codename}-updates", f"{codename}-security"],
+        "components": {"proprietary": _DEBIAN_COMPONENTS, "open": _DEBIAN_COMPONENTS},
+        "distro_branches": [branch], "distro_packages": _DEBIAN_PACKAGES, "version_package": "nvidia-driver",
+        # built from another source package, so it has its own version: installed unpinned
+        "unpinned_packages": ["nvidia-persistenced"],
+        "keyring": "/usr/share/keyrings/debian-archive-keyring.gpg",
+        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _APT_CUDA_PACKAGES,
+        "headers_package": "linux-headers-{kernel}", "initramfs_command": ["update-initramfs", "-u"],
+    }
+
+
+def _ubuntu(codename: str, cuda_distro: str) -> dict:
+    return {
+        "family": "debian", "codename": codename, "mirror": "ubuntu",
+        "suites": [codename, f"{codename}-updates", f"{codename}-security"],
+        "components": {"proprietary": ["restricted"], "open": ["restricted"]},
+        "distro_branches": ["535", "550", "570", "580"], "distro_packages": _UBUNTU_PACKAGES,
+        "version_package": "nvidia-utils-{branch}-server", "unpinned_packages": [],
+        "keyring": "/usr/share/keyrings/ubuntu-archive-keyring.gpg",
+        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _APT_CUDA_PACKAGES,
+        "headers_package": "linux-headers-{kernel}", "initramfs_command": ["update-initramfs", "-u"],
+    }
+
+
+def _redhat(cuda_distro: str) -> dict:
+    return {
+        "family": "redhat", "suites": [], "components": {}, "distro_branches": [], "distro_packages": {},
+        "version_package": "nvidia-driver", "unpinned_packages": [], "keyring": "",
+        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _RPM_CUDA_PACKAGES,
+        "dnf_module_stream": {"proprietary": "{branch}-dkms", "open": "{branch}-open"},
+        "versionlock_patterns": ["nvidia-*", "kmod-nvidia-*", "libnvidia-*", "dkms-nvidia"],
+        "headers_package": "kernel-devel-{kernel}", "initramfs_command": ["dracut", "-f"],
+    }
+
+
+PLATFORMS: dict = {
+    "Debian-12": _debian("bookworm", "535", "debian12"),
+    "Debian-13": _debian("trixie", "550", "debian13"),
+    "Ubuntu-22": _ubuntu("jammy", "ubuntu2204"),
+    "Ubuntu-24": _ubuntu("noble", "ubuntu2404"),
+    "RedHat-8": _redhat("rhel8"),
+    "RedHat-9": _redhat("rhel9"),
+}
+# os-release IDs of the RHEL family (ID, or one of ID_LIKE).
+REDHAT_IDS = ("rhel", "centos", "rocky", "almalinux", "ol", "fedora", "redhat")
+
+# NVIDIA's CUDA repository names x86_64 "x86_64" and aarch64 "sbsa" (server ARM).
+CUDA_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "sbsa", "arm64": "sbsa"}
+
+# Binary packages of the driver stack that the hold and the apt pin cover (globs). Every package a
+# driver package depends on with "=" must match, or apt cannot install a version older than the
+# newest (libglx-nvidia0: hence libglx-nvidia*, not libglx-nvidia-*).
+PIN_GLOBS = ["nvidia-*", "libnvidia-*", "libcuda1", "libcudadebugger1", "libnvcuvid1", "libnvoptix1",
+             "libgl1-nvidia*", "libglx-nvidia*", "libegl-nvidia*", "libgles-nvidia*", "firmware-nvidia-*",
+             "xserver-xorg-video-nvidia*", "cuda-drivers*"]
+RPM_STACK_GLOBS = ["nvidia-*", "kmod-nvidia-*", "libnvidia-*", "dkms-nvidia", "cuda-drivers*"]
+# The container toolkit's packages match the same globs but belong to nvidia_container_toolkit.
+NOT_DRIVER = re.compile(r"^(lib)?nvidia-(container|docker)")
+# Packages that carry a kernel module (DKMS sources, prebuilt modules, or the metapackages that pull them).
+KERNEL_PACKAGE = re.compile(r"(^nvidia-(open-)?kernel-|dkms|^linux-modules-nvidia-|^kmod-nvidia|^nvidia-driver|"
+                            r"^nvidia-headless-|^cuda-drivers|^nvidia-open)")
+
+# Files the module writes (render and apply use the same paths).
+FILES = {
+    "distro_sources": "/etc/apt/sources.list.d/kgn-nvidia-driver.sources",
+    "cuda_sources": "/etc/apt/sources.list.d/kgn-cuda.sources",
+    "cuda_keyring": "/usr/share/keyrings/kgn-cuda-archive-keyring.asc",
+    "cuda_yum_repo": "/etc/yum.repos.d/kgn-cuda.repo",
+    "apt_pin": "/etc/apt/preferences.d/kgn-nvidia-driver.pref",
+    "blacklist": "/etc/modprobe.d/kgn-blacklist-nouveau.conf",
+    "event_log": "/var/log/kgn/nvidia_driver.log",
+    "runfile_stamp": "/var/lib/kgn/nvidia_driver_runfile.version",
+}
+# The initramfs tools the module may call (the first word of the platform's initramfs_command).
+INITRAMFS_PATHS = ["/usr/sbin/update-initramfs", "/usr/bin/dracut", "/usr/sbin/dracut"]
+NVIDIA_SMI = "/usr/bin/nvidia-smi"
+RUNFILE_DIR = "/var/tmp"
+
+
+def _fail(message: str) -> KgnError:
+    return KgnError(f"nvidia_driver: {message}")
+
+
+# --- versions --------------------------------------------------------------------------------------
+
+
+def _deb_order(char: str) -> int:
+    if char == "~":
+        return -1
+    if char.isdigit() or not char:
+        return 0
+    if char.isalpha():
+        return ord(char)
+    return ord(char) + 256
+
+
+def _deb_compare_part(left: str, right: str) -> int:
+    """dpkg's verrevcmp: non-digit runs compared by dpkg's character order, digit runs as numbers."""
+    i = j = 0
+    while i < len(left) or j < len(right):
+        while (i < len(left) and not left[i].isdigit()) or (j < len(right) and not right[j].isdigit()):
+            a = _deb_order(left[i]) if i < len(left) else 0
+            b = _deb_order(right[j]) if j < len(right) else 0
+            if a != b:
+                return a - b
+            i += 1
+            j += 1
+        start_i, start_j = i, j
+        while i < len(left) and left[i].isdigit():
+            i += 1
+        while j < len(right) and right[j].isdigit():
+            j += 1
+        a, b = int(left[start_i:i] or 0), int(right[start_j:j] or 0)
+        if a != b:
+            return a - b
+    return 0
+
+
+def _deb_split(version: str) -> tuple[int, str, str]:
+    epoch, _, rest = version.rpartition(":") if ":" in version else ("0", "", version)
+    upstream, _, revision = rest.rpartition("-") if "-" in rest else (rest, "", "")
+    return int(epoch or 0), upstream, revision
+
+
+def deb_version_compare(left: str, right: str) -> int:
+    """<0, 0 or >0 as Debian orders two package versions ('535.309.01-0+deb12u1' > '535.261.03-1')."""
+    le, lu, lr = _deb_split(left)
+    re_, ru, rr = _deb_split(right)
+    if le != re_:
+        return le - re_
+    return _deb_compare_part(lu, ru) or _deb_compare_part(lr, rr)
+
+
+def newest_first(versions: list) -> list:
+    """The distinct versions, newest first (Debian ordering)."""
+    return sorted(set(versions), key=functools.cmp_to_key(deb_version_compare), reverse=True)
+
+
+def _upstream(version: str) -> str:
+    return nvidia_upstream_version(version) if version else ""
+
+
+def _in_branch(version: str, branch: str) -> bool:
+    return bool(version) and _upstream(version).startswith(f"{branch}.")
+
+
+def _is_version(package_version: str, wanted: str) -> bool:
+    """'535.261.03-1' is the version '535.261.03' (or '535.261.03-1' written in full)."""
+    text = package_version.split(":", 1)[-1] if re.match(r"^\d+:", package_version) else package_version
+    return text == wanted or package_version == wanted or re.match(
+        r"^" + re.escape(wanted) + r"[-~+]", text) is not None
+
+
+# --- platform --------------------------------------------------------------------------------------
+
+
+def platform_key(os_release: object) -> str:
+    """'Debian-12', 'Ubuntu-24', 'RedHat-9' ... from os-release's id, version_id and id_like."""
+    if not isinstance(os_release, dict) or not os_release.get("id") or not str(os_release.get("version_id") or ""):
+        raise _fail(
+            "the node's OS is not known (os.id and os.version_id from /etc/os-release). A run against the node "
+            "reads it; a render takes it from the inventory: set kgn_observed_nvidia_driver.os.id/version_id "
+            "(for example {id: debian, version_id: '12'}) or run once against the host so the run records it"
+        )
+    os_id = str(os_release["id"]).lower()
+    like = str(os_release.get("id_like") or "").lower().split()
+    major = str(os_release["version_id"]).split(".")[0]
+    if os_id in REDHAT_IDS or any(name in ("rhel", "fedora") for name in like):
+        return f"RedHat-{major}"
+    return f"{os_id.capitalize()}-{major}"
+
+
+def _platform(observed_os: dict) -> tuple[str, dict]:
+    key = platform_key(observed_os)
+    if key not in PLATFORMS:
+        raise _fail(f"supports {', '.join(PLATFORMS)}; this host is {observed_os.get('id')} "
+                    f"{observed_os.get('version_id')} ({key})")
+    return key, PLATFORMS[key]
+
+
+def _check_inputs(inputs: dict) -> None:
+    if inputs.get("source") not in SOURCES:
+        raise _fail(f"nvidia_driver_source is {inputs.get('source')!r}; it must be one of {', '.join(SOURCES)}")
+    if inputs.get("kernel_module") not in KERNEL_MODULES:
+        raise _fail(f"nvidia_driver_kernel_module is {inputs.get('kernel_module')!r}; it must be one of "
+                    f"{', '.join(KERNEL_MODULES)}")
+    if not re.match(r"^\d+$", str(inputs.get("branch") or "")):
+        raise _fail(f"nvidia_driver_branch is {inputs.get('branch')!r}; give the branch as a quoted number such "
+                    "as \"535\"")
+    version = str(inputs.get("version") or "")
+    if version and not re.match(r"^(\d+:)?\d+\.\d+", version):
+        raise _fail(f"nvidia_driver_version is {version!r}; give an upstream version such as \"535.216.01\" (or "
+                    "leave it empty for the newest of the branch)")
+    if version and not _upstream(version).startswith(f"{inputs['branch']}."):
+        raise _fail(f"nvidia_driver_version {version} is not in nvidia_driver_branch {inputs['branch']}; set both "
+                    "to the same branch")
+
+
+def driver_packages(inputs: object, observed: object) -> dict:
+    """What the node must be asked about before planning: the platform, the packages of the chosen
+    source and flavour, the package whose version is the driver's, and the kernel headers package."""
+    inputs = dict(inputs or {})
+    observed = dict(observed or {})
+    _check_inputs(inputs)
+    key, platform = _platform(observed.get("os") or {})
+    source, flavour, branch = inputs["source"], inputs["kernel_module"], str(inputs["branch"])
+    if source == "distro":
+        if platform["family"] != "debian" or (platform["distro_branches"] and branch not in
+                                              platform["distro_branches"]):
+            carries = (f"its distribution packages carry branch {', '.join(platform['distro_branches'])}"
+                       if platform["distro_branches"] else "it has no distribution driver packages")
+            raise _fail(f"nvidia_driver_source=distro with nvidia_driver_branch={branch} is not available on {key}: "
+                        f"{carries}. Set nvidia_driver_branch to one of those, or use nvidia_driver_source=cuda_repo "
+                        "or runfile")
+        packages = platform["distro_packages"][flavour]
+        version_package = platform["version_package"]
+        unpinned = platform["unpinned_packages"]
+    elif source == "cuda_repo":
+        packages = platform["cuda_repo_packages"][flavour]
+        version_package = "nvidia-driver" if platform["family"] == "redhat" else "cuda-drivers-{branch}"
+        unpinned = []
+    else:
+        packages, version_package, unpinned = [], "", []
+    kernel = str(observed.get("kernel") or "")
+    return {
+        "platform": key,
+        "family": platform["family"],
+        "packages": [p.replace("{branch}", branch) for p in packages],
+        "version_package": version_package.replace("{branch}", branch),
+        "unpinned_packages": list(unpinned),
+        "headers_package": platform["headers_package"].replace("{kernel}", kernel or "<running kernel>"),
+    }
+
+
+# --- pieces of the plan ----------------------------------------------------------------------------
+
+
+def _missing_components(platform: dict, flavour: str, observed: dict, assumed: list) -> list:
+    sources = observed.get("apt_sources")
+    if sources is None:
+        assumed.append("the node's apt sources were not recorded: every suite is assumed to lack "
+                       f"{' '.join(platform['components'][flavour])} (a run writes only what is really missing)")
+        sources = {}
+    own = (FILES["distro_sources"], FILES["cuda_sources"])
+    listed = [{"path": path, "content": text or ""} for path, text in sorted(sources.items()) if path not in own]
+    return nvidia_apt_missing_components(listed, platform["suites"], platform["components"][flavour])
+
+
+def _distro_sources(missing: list, mirror: str, security_mirror: str, keyring: str) -> str:
+    text = HEADER + ("# Only the components the NVIDIA driver needs that no other apt source enables; your own\n"
+                     "# source files are left as they are.\n")
+    for entry in missing:
+        uri = security_mirror if entry["suite"].endswith("-security") else mirror
+        text += (f"\nTypes: deb\nURIs: {uri}\nSuites: {entry['suite']}\n"
+                 f"Components: {' '.join(entry['components'])}\nSigned-By: {keyring}\n")
+    return text
+
+
+def _cuda_sources(url: str) -> str:
+    return (HEADER + "# NVIDIA's CUDA repository (or your mirror of it), trusted through its own key only.\n"
+            f"Types: deb\nURIs: {url}/\nSuites: /\nSigned-By: {FILES['cuda_keyring']}\n")
+
+
+def _yum_repo(key: str, url: str, key_url: str) -> str:
+    return (HEADER + f"[kgn-cuda]\nname=NVIDIA CUDA repository ({key})\nbaseurl={url}\nenabled=1\ngpgcheck=1\n"
+            f"gpgkey={key_url}\nmodule_hotfixes=0\n")
+
+
+def _apt_pin(target: str) -> str:
+    return (HEADER + "# Keep the driver stack at the chosen version: apt prefers it over anything newer, so an\n"
+            "# unattended upgrade cannot split the kernel module and the user-space libraries. The packages\n"
+            f"# are held too.\nPackage: {' '.join(PIN_GLOBS)}\nPin: version {target}\nPin-Priority: 1001\n")
+
+
+BLACKLIST = (HEADER + "# nouveau must not claim the GPU before the NVIDIA driver.\n"
+             "blacklist nouveau\noptions nouveau modeset=0\n")
+
+
+def is_stack_package(name: str, family: str = "debian") -> bool:
+    """A package of the driver stack (held, pinned, verified), not one of the container toolkit's."""
+    globs = PIN_GLOBS if family == "debian" else RPM_STACK_GLOBS
+    return any(fnmatch.fnmatchcase(name, glob) for glob in globs) and not NOT_DRIVER.match(name)
+
+
+def hold_changes(stack: list, held: list, hold: bool) -> dict:
+    """The apt-mark call that makes the holds right: ``{"hold": [...], "unhold": [...]}``."""
+    held_set = set(held or [])
+    if hold:
+        return {"hold": sorted(p for p in stack if p not in held_set), "unhold": []}
+    return {"hold": [], "unhold": sorted(p for p in stack if p in held_set)}
+
+
+def runfile_plan(inputs: dict, installed: str) -> dict:
+    """The installer's name, the driver version it carries, and its silent flags."""
+    url, path = str(inputs.get("runfile_url") or ""), str(inputs.get("runfile_path") or "")
+    if bool(url) == bool(path):
+        raise _fail("nvidia_driver_source=runfile needs exactly one of nvidia_driver_runfile_url (http/https, may "
+                    "point at your mirror) or nvidia_driver_runfile_path (a file on the control host)")
+    if url and not re.match(r"^https?://", url):
+        raise _fail(f"nvidia_driver_runfile_url {url!r} is not an http(s) URL")
+    name = os.path.basename(url or path)
+    is_cuda = name.startswith("cuda_")
+    found = re.search(r"_(\d+\.\d+(?:\.\d+)?)_linux" if is_cuda else r"(\d+\.\d+(?:\.\d+)?)\.run$", name)
+    if not found:
+        raise _fail(f"cannot tell the driver version from the runfile name {name!r}; NVIDIA names its installers "
+                    "NVIDIA-Linux-<arch>-<version>.run and cuda_<cuda>_<driver>_linux.run")
+    target = found.group(1)
+    if is_cuda:
+        args = ["--silent", "--driver"]
+    else:
+        args = ["--silent", "--dkms", "--no-questions", "--ui=none"]
+        if inputs["kernel_module"] == "open":
+            args.append("--kernel-module-type=open")
+    return {"name": name, "installer": f"{RUNFILE_DIR}/{name}", "target": target,
+            "args": args + list(inputs.get("runfile_extra_args") or []), "stamp": FILES["runfile_stamp"],
+            "installed": installed, "due": installed != target}
+
+
+def _gpu_refusals(inputs: dict, gpu: dict) -> list:
+    problems = []
+    for entry in (gpu or {}).get("gpus") or []:
+        product = (entry or {}).get("product_name")
+        info = nvidia_gpu_info(product, strict=False) if product else None
+        if not info:
+            continue
+        verdict = nvidia_branch_supports_gpu(str(inputs["branch"]), info, inputs["kernel_module"])
+        if not verdict["supported"]:
+            problems.append(f"nvidia_driver_branch={inputs['branch']} / nvidia_driver_kernel_module="
+                            f"{inputs['kernel_module']} cannot drive GPU {product}: {verdict['reason']}")
+    return problems
+
+
+def _choose_target(inputs: dict, installed: str, offered: list) -> str:
+    """The exact version asked for, else the installed one when it is in the branch, else the newest
+    the source offers in the branch ("" when none fits)."""
+    version, branch = str(inputs.get("version") or ""), str(inputs["branch"])
+    if version:
+        if installed and _is_version(installed, version):
+            return installed
+        return next((v for v in offered if _is_version(v, version)), "")
+    if _in_branch(installed, branch):
+        return installed
+    return next((v for v in offered if _in_branch(v, branch)), "")
+
+
+def _moves(inputs: dict, installed: str) -> bool:
+    """Whether the request moves an installed driver to another version (known before the lists are read)."""
+    if not installed:
+        return False
+    version = str(inputs.get("version") or "")
+    return not _is_version(installed, version) if version else not _in_branch(installed, str(inputs["branch"]))
+
+
+def _packages_state(observed: dict, assumed: list) -> dict:
+    """Installed, held, present, offered and the installed stack, as recorded (assumed empty when not)."""
+    state = observed.get("packages")
+    if state is None:
+        assumed.append("no package state recorded: the driver is assumed not installed and nothing held")
+        state = {}
+    return {
+        "installed": str(state.get("installed") or ""),
+        "held": sorted(state.get("held") or []),
+        "present": sorted(state.get("present") or []),
+        "offered": newest_first([str(v) for v in state.get("offered") or []]),
+        "stack": sorted(state.get("stack") or []),
+        "locked": sorted(state.get("locked") or []),
+        "refreshed": bool(state.get("refreshed")),
+        "recorded": "packages" in observed,
+    }
+
+
+def _refuse_foreign_driver(driver: dict, source: str) -> None:
+    if source == "runfile" or not driver or driver.get("owned", True):
+        return
+    where = driver.get("kernel_module_version") or driver.get("nvidia_smi") or "a loaded kernel module"
+    raise _fail(
+        f"an NVIDIA driver ({where}) is installed that no package owns (a runfile or a manual install); "
+        f"installing the {source} packages over it would leave two drivers fighting over the GPU. Remove it "
+        "first (nvidia-uninstall, then reboot) and run again, or keep managing it with nvidia_driver_source=runfile"
+    )
+
+
+# --- the section -------------------------------------------------------------------------------------
+
+
+def driver_plan(inputs: object, observed: object) -> dict:
+    """The nvidia_driver section of the host plan.
+
+    ``inputs``: the role's settings (``source``, ``branch``, ``version``, ``kernel_module``, ``hold``,
+    ``allow_upgrade``, ``install_recommends``, the mirrors, ``cuda_repo_base_url``, ``cuda_repo_key``,
+    ``cuda_repo_key_rpm``, ``runfile_url``, ``runfile_path``, ``runfile_extra_args``, ``kernel_headers``,
+    ``blacklist_nouveau``, ``initramfs_rebuild``, ``persistenced_start``, ``secure_boot_policy``).
+    ``observed``: what the node shows (``os`` {id, version_id, id_like}, ``architecture``, ``kernel``,
+    ``secure_boot``, ``initramfs_tools``, ``files`` {path: text}, ``apt_sources`` {path: text},
+    ``cuda_keyring``, ``packages`` {installed, held, present, offered, stack, locked, refreshed},
+    ``driver`` {present, owned, ...}, ``runfile_installed``, ``gpu``). The OS is required; what else is
+    missing is assumed and listed in ``assumed``. Raises KgnError for every refusal.
+    """
+    if not isinstance(inputs, dict):
+        raise _fail("inputs must be a mapping of the role's settings")
+    if observed is not None and not isinstance(observed, dict):
+        raise _fail("observed must be a mapping (kgn_observed_nvidia_driver)")
+    inputs, observed = dict(inputs), dict(observed or {})
+    assumed: list = []
+    basics = driver_packages(inputs, observed)
+    key = basics["platform"]
+    platform = PLATFORMS[key]
+    family, source, flavour, branch = platform["family"], inputs["source"], inputs["kernel_module"], str(
+        inputs["branch"])
+
+    # refusals that need nothing but the request and the node
+    if observed.get("gpu") is None:
+        assumed.append("no GPU facts recorded: the branch was not checked against the node's GPUs")
+    problems = _gpu_refusals(inputs, observed.get("gpu") or {})
+    if problems:
+        raise _fail("; ".join(problems))
+    if observed.get("secure_boot") and inputs.get("secure_boot_policy", "fail") != "continue":
+        raise _fail(
+            "Secure Boot is enabled on the node: an unsigned DKMS module would not load. Either use pre-signed "
+            "modules (Ubuntu linux-modules-nvidia-<branch>-server-<kernel>, NVIDIA precompiled streams) or enrol a "
+            "MOK key that DKMS signs with (mokutil --import /var/lib/dkms/mok.pub, reboot, confirm in the MOK "
+            "manager), then set nvidia_driver_secure_boot_policy=continue. See roles/nvidia_driver/README.md "
+            "\"Secure Boot\""
+        )
+    if "driver" not in observed:
+        assumed.append("no driver recorded on the node: no driver installed outside the packages is assumed")
+    _refuse_foreign_driver(observed.get("driver") or {}, source)
+
+    architecture = str(observed.get("architecture") or "")
+    if not architecture:
+        architecture = "x86_64"
+        assumed.append("the node's architecture was not recorded: x86_64 assumed")
+    if not observed.get("kernel"):
+        assumed.append("the node's kernel was not recorded: the headers package names <running kernel>")
+    cuda_arch = CUDA_ARCH.get(architecture, architecture)
+    cuda_repo_url = f"{str(inputs.get('cuda_repo_base_url') or '').rstrip('/')}/{platform['cuda_repo_distro']}/" \
+                    f"{cuda_arch}"
+    key_file = inputs.get("cuda_repo_key") if family == "debian" else inputs.get("cuda_repo_key_rpm")
+    mirror, security = ((inputs.get("debian_mirror"), inputs.get("debian_security_mirror"))
+                        if platform.get("mirror") == "debian"
+                        else (inputs.get("ubuntu_mirror"), inputs.get("ubuntu_security_mirror")))
+    dnf_module = ""
+    if platform.get("dnf_module_stream"):
+        dnf_module = f"@nvidia-driver:{platform['dnf_module_stream'][flavour].replace('{branch}', branch)}/default"
+
+    plan = {
+        **basics,
+        "source": source,
+        "branch": branch,
+        "version": str(inputs.get("version") or ""),
+        "kernel_module": flavour,
+        "architecture": architecture,
+        "hold": bool(inputs.get("hold", True)),
+        "allow_upgrade": bool(inputs.get("allow_upgrade")),
+        "install_recommends": bool(inputs.get("install_recommends")),
+        "kernel_headers": bool(inputs.get("kernel_headers", True)) and source != "runfile",
+        "suites": list(platform["suites"]),
+        "components": list(platform["components"].get(flavour, [])),
+        "distro_branches": list(platform["distro_branches"]),
+        "distro_mirror": mirror or "",
+        "distro_security_mirror": security or "",
+        "distro_keyring": platform["keyring"],
+        "cuda_repo_url": cuda_repo_url,
+        "cuda_repo_key_url": f"{cuda_repo_url}/{key_file}",
+        "cuda_keyring": {"path": FILES["cuda_keyring"],
+                         "wanted": family == "debian" and source == "cuda_repo",
+                         "present": bool(observed.get("cuda_keyring"))},
+        "dnf_module": dnf_module,
+        "versionlock_patterns": list(platform.get("versionlock_patterns", [])),
+        "initramfs": {
+            "command": list(platform["initramfs_command"]),
+            "available": platform["initramfs_command"][0] in (observed.get("initramfs_tools") or []),
+            "rebuild": bool(inputs.get("initramfs_rebuild", True)),
+        },
+        "persistenced": {"enable": True, "start": bool(inputs.get("persistenced_start", True))},
+        "event_log": FILES["event_log"],
+        "blacklist": FILES["blacklist"],
+        "nvidia_smi": NVIDIA_SMI,
+        "runfile": None,
+        "assumed": assumed,
+    }
+    if "initramfs_tools" not in observed:
+        assumed.append("the node's initramfs tools were not recorded: the initramfs is not rebuilt in the plan")
+
+    files = []
+    if source == "runfile":
+        plan["runfile"] = runfile_plan(inputs, str(observed.get("runfile_installed") or ""))
+        plan.update(target=plan["runfile"]["target"], installed=plan["runfile"]["installed"],
+                    module_changes=plan["runfile"]["due"], specs=[], missing=[], held=[], offered=[], stack=[],
+                    present=[], locked=[],
+                    hold_changes={"hold": [], "unhold": []}, release=[], upgrade=False, headers_missing=False,
+                    missing_components=[], target_exact=True)
+    else:
+        state = _packages_state(observed, assumed)
+        _package_plan(plan, inputs, state, assumed)
+        if family == "debian":
+            missing = (_missing_components(platform, flavour, observed, assumed) if source == "distro" else [])
+            plan["missing_components"] = missing
+            files.append({"path": FILES["distro_sources"], "mode": "0644",
+                          "content": _distro_sources(missing, plan["distro_mirror"], plan["distro_security_mirror"],
+                                                     platform["keyring"]) if missing else None})
+            files.append({"path": FILES["cuda_sources"], "mode": "0644",
+                          "content": _cuda_sources(cuda_repo_url) if source == "cuda_repo" else None})
+            files.append({"path": FILES["apt_pin"], "mode": "0644",
+                          "content": _apt_pin(plan["target"]) if plan["hold"] else None})
+        else:
+            plan["missing_components"] = []
+            files.append({"path": FILES["cuda_yum_repo"], "mode": "0644",
+                          "content": _yum_repo(key, cuda_repo_url, plan["cuda_repo_key_url"])
+                          if source == "cuda_repo" else None})
+    files.append({"path": FILES["blacklist"], "mode": "0644",
+                  "content": BLACKLIST if inputs.get("blacklist_nouveau", True) else None})
+    plan["files"] = files
+    return plan
+
+
+def _package_plan(plan: dict, inputs: dict, state: dict, assumed: list) -> None:
+    """Target version, pinned specs, what is missing, the holds, and the refusals that depend on them."""
+    installed, held, version_package = state["installed"], state["held"], plan["version_package"]
+    family, branch, version = plan["family"], plan["branch"], str(inputs.get("version") or "")
+    goal = version or f"branch {branch}"
+    if _moves(inputs, installed) and version_package in held and not plan["allow_upgrade"]:
+        raise _fail(
+            f"{version_package} is held at {installed}; moving it to {goal} is a planned upgrade: run "
+            "playbooks/nvidia_driver_upgrade.yml (cordon, drain, pin, install, reboot, uncordon, one batch at a time)"
+        )
+    present = dict(p.split("=", 1) for p in state["present"] if "=" in p)
+    if family == "debian":
+        target = _choose_target(inputs, installed, state["offered"])
+        exact = bool(target)
+        if not target:
+            if state["refreshed"]:
+                raise _fail(
+                    f"{version_package} {goal} is not offered by nvidia_driver_source={plan['source']} on "
+                    f"{plan['platform']} (offered: {', '.join(state['offered']) or 'nothing'}). Fix "
+                    "nvidia_driver_version / nvidia_driver_branch or the mirror"
+                )
+            target = f"{version}*" if version else f"{branch}.*"
+            assumed.append(
+                (f"the package lists offer no {version_package} ({goal}) yet" if state["recorded"]
+                 else "no package lists recorded") + f": {version_package} pinned as {target}; a run refreshes the "
+                "lists and pins the exact version"
+            )
+        specs = [nvidia_pin_package(p, target, plan["unpinned_packages"]) for p in plan["packages"]]
+        missing = nvidia_apt_unmet(specs, [f"{name}={ver}" for name, ver in present.items()])
+    else:
+        # dnf: the module stream decides the version; an exact version is asked for as name-version
+        target = version or (installed if _in_branch(installed, branch) else f"{branch}.*")
+        exact = bool(version) or target == installed
+        specs, missing = [], []
+        for name in plan["packages"]:
+            spec = f"{name}-{version}" if version else name
+            specs.append(spec)
+            have = present.get(name)
+            if have is None or not (_is_version(have, version) if version else _in_branch(have, branch)):
+                missing.append(spec)
+    upgrade = bool(installed) and bool(missing) and target != installed
+    release = [p for p in state["stack"] if p in held] if upgrade and plan["allow_upgrade"] else []
+    if family == "debian":
+        # after the install the whole stack is held again, the newly installed planned packages included
+        stack_after = sorted(set(state["stack"]) | (set(plan["packages"]) if missing else set()))
+        holds = hold_changes(stack_after, [p for p in held if p not in release], plan["hold"])
+    else:
+        locked = bool(state["locked"])
+        release = list(plan["versionlock_patterns"]) if upgrade and plan["allow_upgrade"] and locked else []
+        holds = {"hold": list(plan["versionlock_patterns"]) if plan["hold"] and (bool(missing) or not locked) else [],
+                 "unhold": list(plan["versionlock_patterns"]) if not plan["hold"] and locked else []}
+    plan.update(
+        installed=installed,
+        held=held,
+        present=state["present"],
+        offered=state["offered"],
+        stack=state["stack"],
+        locked=state["locked"],
+        target=target,
+        target_exact=exact,
+        specs=specs,
+        missing=missing,
+        headers_missing=plan["kernel_headers"] and plan["headers_package"] not in present,
+        upgrade=upgrade,
+        release=release,
+        hold_changes=holds,
+        # the kernel module changes with the driver version (a first install included)
+        module_changes=bool(missing) and target != installed,
+    )

@@ -1,0 +1,1010 @@
+#!/usr/bin/python
+"""Install, pin, hold and check the NVIDIA driver in one call per node."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nvidia_driver
+short_description: Install, pin, hold, verify and repair the NVIDIA driver on a GPU node
+description:
+  - Reads the node once (os-release, architecture, kernel, the driver packages dpkg or rpm has and holds, the
+    versions the package lists offer, the apt source files, its own files, Secure Boot, the initramfs tools,
+    nvidia-persistenced, the loaded kernel module and the GPUs), plans with the same code as the render (the
+    nvidia_driver section of the host plan), and applies the plan; check mode reports what would change.
+  - Package sources (V(distro), V(cuda_repo)) with apt; adds only the apt components that no source of the node
+    enables yet, refreshes the lists only when a source changed or something must be installed, installs the
+    pinned packages, records every install in C(/var/log/kgn/nvidia_driver.log), pins the version for apt and
+    holds the whole driver stack with one C(apt-mark) call. With dnf, NVIDIA's CUDA repository, the
+    C(nvidia-driver) module stream and C(dnf versionlock).
+  - The V(runfile) source runs the installer the role brought to C(/var/tmp) silently, once per version
+    (stamp C(/var/lib/kgn/nvidia_driver_runfile.version)).
+  - Live, every run, changed or not, the installed driver packages verify (C(dpkg --verify) / C(rpm -V)) and
+    C(nvidia-smi) exists; a held package whose files are missing is reinstalled at its installed version and the
+    run says so in RV(repaired). A loaded kernel module older than the installed driver asks for a reboot.
+  - Refuses, before any change, a platform it does not know, a source or branch the platform does not have, a
+    branch that cannot drive a GPU of the node, Secure Boot (unless the policy is V(continue)), a held driver
+    that would move outside a planned upgrade, and package installs over a driver no package owns.
+  - With O(render_dir) it contacts no node; it plans from O(observed), which must name the node's OS, and writes
+    the files under C(<render_dir>/<render_host>/<path>), with the plan in C(_plan/nvidia_driver.json).
+options:
+  source:
+    description: Where the driver comes from.
+    type: str
+    choices: [distro, cuda_repo, runfile]
+    default: distro
+  branch:
+    description: Driver branch, for example V(535).
+    type: str
+    default: '535'
+  version:
+    description: Exact upstream version to pin; empty keeps the installed version of the branch or takes the newest.
+    type: str
+    default: ''
+  kernel_module:
+    description: Kernel module flavour.
+    type: str
+    choices: [proprietary, open]
+    default: proprietary
+  hold:
+    description: Hold (apt-mark hold / dnf versionlock) the driver stack and pin its version for apt.
+    type: bool
+    default: true
+  allow_upgrade:
+    description: Planned upgrade; release the holds, move the stack to the new version (downgrades allowed), hold again.
+    type: bool
+    default: false
+  install_recommends:
+    description: Install recommended (weak) dependencies.
+    type: bool
+    default: false
+  debian_mirror:
+    description: Debian mirror.
+    type: str
+    default: http://deb.debian.org/debian
+  debian_security_mirror:
+    description: Debian security mirror.
+    type: str
+    default: http://deb.debian.org/debian-security
+  ubuntu_mirror:
+    description: Ubuntu mirror.
+    type: str
+    default: http://archive.ubuntu.com/ubuntu
+  ubuntu_security_mirror:
+    description: Ubuntu security mirror.
+    type: str
+    default: http://security.ubuntu.com/ubuntu
+  cuda_repo_base_url:
+    description: Base URL of NVIDIA's CUDA repository (C(<base>/<distro>/<arch>/)) or its mirror.
+    type: str
+    default: https://developer.download.nvidia.com/compute/cuda/repos
+  cuda_repo_key:
+    description: Signing key file of the apt repository.
+    type: str
+    default: 3bf863cc.pub
+  cuda_repo_key_rpm:
+    description: Signing key file of the rpm repository.
+    type: str
+    default: D42D0685.pub
+  runfile_url:
+    description: http(s) URL of the .run installer (the role downloads it to C(/var/tmp)).
+    type: str
+    default: ''
+  runfile_path:
+    description: Path of the .run installer on the control host (the role copies it to C(/var/tmp)).
+    type: str
+    default: ''
+  runfile_extra_args:
+    description: Extra installer flags.
+    type: list
+    elements: str
+    default: []
+  kernel_headers:
+    description: Install the headers of the running kernel (DKMS builds the module against them).
+    type: bool
+    default: true
+  blacklist_nouveau:
+    description: Blacklist nouveau (the file is removed again when this is false).
+    type: bool
+    default: true
+  initramfs_rebuild:
+    description: Rebuild the initramfs when the blacklist changed.
+    type: bool
+    default: true
+  persistenced_start:
+    description: Start nvidia-persistenced (it is always enabled); never before the reboot a module change needs.
+    type: bool
+    default: true
+  secure_boot_policy:
+    description: What to do when Secure Boot is enabled.
+    type: str
+    choices: [fail, continue]
+    default: fail
+  gpu_facts:
+    description: A gpu_facts result that replaces the GPUs the module would read (tests inject a Kepler GPU).
+    type: dict
+    default: {}
+  observe_only:
+    description: Only read the node (driver, ownership, packages, GPUs) and plan nothing; never changes anything.
+    type: bool
+    default: false
+  render_dir:
+    description: Render instead of apply, into this folder on the machine the module runs on (the controller).
+    type: path
+  render_host:
+    description: The host name to render under (with O(render_dir)).
+    type: str
+  observed:
+    description:
+      - What the node shows, for a render (the RV(observed) of an earlier run, or written in the inventory as
+        C(kgn_observed_nvidia_driver)); C(os.id) and C(os.version_id) are required, what else is missing is
+        assumed and the assumptions are returned in the plan.
+    type: dict
+    default: {}
+notes:
+  - Check mode and diff mode tell what would change; files, packages with their versions, holds, repairs and
+    whether the kernel module would change (a reboot).
+author: kube-gpu-nodes
+"""
+
+EXAMPLES = r"""
+- name: Install, pin and hold the R535 driver from the distribution
+  kgn.gpu_nodes.nvidia_driver:
+    source: distro
+    branch: "535"
+  register: driver
+
+- name: Read which driver the node has and who owns it
+  kgn.gpu_nodes.nvidia_driver:
+    observe_only: true
+  register: driver_now
+"""
+
+RETURN = r"""
+actions:
+  description: What the run changed (or, in check mode, would change), in order.
+  returned: when not rendering
+  type: list
+  elements: str
+would_repair:
+  description: In check mode, what a run would repair.
+  returned: when not rendering
+  type: list
+  elements: str
+disk:
+  description: apt's "After this operation ..." line of the dry run.
+  returned: when not rendering
+  type: str
+installs:
+  description: The packages apt's dry run would install, upgrade or downgrade (dependencies included).
+  returned: when not rendering
+  type: list
+  elements: str
+plan:
+  description: The nvidia_driver section of the host plan (platform, packages, target version, pinned specs, files,
+    holds, refusals already applied, assumed).
+  returned: unless observe_only
+  type: dict
+observed:
+  description: What the module read on the node before any change (the input of the plan).
+  returned: always
+  type: dict
+live:
+  description:
+    - What the node shows at the end; driver_loaded, kernel_module_version (/proc/driver/nvidia/version),
+      nvidia_smi (path, answered, reason), packages (driver-stack package versions), holds, persistenced,
+      verify (missing files per package), problems.
+  returned: when not rendering
+  type: dict
+owned:
+  description: False when a driver is on the node (loaded module or nvidia-smi) that no package owns (a runfile or
+    a manual install); true otherwise.
+  returned: always
+  type: bool
+repaired:
+  description: What the run found broken and repaired (for example a reinstalled package whose files were missing).
+  returned: always
+  type: list
+  elements: str
+download:
+  description: apt's "Need to get ..." line for the packages installed (or that would be), "" when nothing is.
+  returned: always
+  type: str
+reboot_required:
+  description: The kernel module changed (or the loaded module is older than the installed driver); reboot to load it.
+  returned: always
+  type: bool
+gpu:
+  description: GPU facts (the gpu_facts module's answer, or the injected O(gpu_facts)).
+  returned: always
+  type: dict
+"""
+
+import glob  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
+import time  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.urls import fetch_url  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # noqa: E402
+    FILES,
+    INITRAMFS_PATHS,
+    KERNEL_PACKAGE,
+    NVIDIA_SMI,
+    PIN_GLOBS,
+    RPM_STACK_GLOBS,
+    driver_packages,
+    hold_changes,
+    is_stack_package,
+)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import (  # noqa: E402
+    GpuParseError,
+    first_line,
+    no_driver_result,
+    parse_lspci,
+    parse_nvidia_smi_xml,
+)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
+
+INPUTS = ("source", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
+          "debian_mirror", "debian_security_mirror", "ubuntu_mirror", "ubuntu_security_mirror", "cuda_repo_base_url",
+          "cuda_repo_key", "cuda_repo_key_rpm", "runfile_url", "runfile_path", "runfile_extra_args", "kernel_headers",
+          "blacklist_nouveau", "initramfs_rebuild", "persistenced_start", "secure_boot_policy")
+PROC_VERSION = "/proc/driver/nvidia/version"
+EFI_SECURE_BOOT = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+APT_LISTS = ("/var/lib/apt/periodic/update-success-stamp", "/var/lib/apt/lists")
+APT_LIST_MAX_AGE = 3600
+# Hosts that share one archive folder (the lab) take turns on its lock: retry, do not fail.
+LOCK_RETRIES = 60
+LOCK_DELAY = 10
+LOCKED = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock")
+APT_OPTIONS = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
+               "-o", "DPkg::Lock::Timeout=60"]
+OWN_FILES = ("distro_sources", "cuda_sources", "apt_pin", "blacklist", "cuda_yum_repo")
+
+
+class Failed(Exception):
+    """A step that did not work; the message says what happened (the module fails with it)."""
+
+
+# --- observe -----------------------------------------------------------------------------------------
+
+
+def os_release(text):
+    """id, version_id and id_like of /etc/os-release."""
+    values = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() in ("ID", "VERSION_ID", "ID_LIKE"):
+            try:
+                parts = shlex.split(value)
+            except ValueError:
+                parts = [value.strip().strip("\"'")]
+            values[key.strip().lower()] = " ".join(parts)
+    return {key: values.get(key, "") for key in ("id", "version_id", "id_like")}
+
+
+def kernel_module_version(text):
+    """The version in /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05 ...")."""
+    found = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)", text or "")
+    return found.group(1) if found else ""
+
+
+def _secure_boot(module):
+    rc, out, err = host.run(module, ["mokutil", "--sb-state"], timeout=20)
+    if rc is not None and "SecureBoot" in (out + err):
+        return "SecureBoot enabled" in (out + err)
+    try:
+        with open(EFI_SECURE_BOOT, "rb") as handle:
+            data = handle.read()
+        return bool(data) and data[-1] == 1
+    except OSError:
+        return False if not os.path.isdir("/sys/firmware/efi") else None
+
+
+def _persistenced(module):
+    _, out, _ = host.run(module, ["systemctl", "show", "nvidia-persistenced.service",
+                                  "--property=LoadState,ActiveState,UnitFileState"], timeout=20)
+    props = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line)
+    return {"loaded": props.get("LoadState") == "loaded", "active": props.get("ActiveState") == "active",
+            "enabled": props.get("UnitFileState") in ("enabled", "enabled-runtime", "static", "alias")}
+
+
+def gpu_probe(module):
+    """The gpu_facts module's answer: nvidia-smi -q -x, or the GPUs lspci sees when the driver does not answer."""
+    smi = module.get_bin_path("nvidia-smi")
+    if smi:
+        rc, out, err = host.run(module, [smi, "-q", "-x"], timeout=60)
+        if rc == 0:
+            try:
+                return parse_nvidia_smi_xml(out)
+            except GpuParseError as exc:
+                reason = f"nvidia-smi: {exc}"
+        else:
+            reason = f"nvidia-smi: {first_line(out) or first_line(err) or f'exit code {rc}'}"
+    else:
+        reason = "nvidia-smi: nvidia-smi not found (no NVIDIA driver utilities installed)"
+    lspci = module.get_bin_path("lspci")
+    if not lspci:
+        return no_driver_result(f"{reason}; lspci: not found (install pciutils to detect GPUs before the driver is "
+                                "loaded)", None)
+    rc, out, err = host.run(module, [lspci, "-nn"], timeout=30)
+    if rc != 0:
+        return no_driver_result(f"{reason}; lspci: {first_line(err or out) or f'exit code {rc}'}", None)
+    return no_driver_result(reason, parse_lspci(out))
+
+
+def _dpkg_rows(module, names):
+    """{name: version} of the installed (or held) packages among names and globs."""
+    if not names:
+        return {}
+    _, out, _ = host.run(module, ["dpkg-query", "-W", "-f=${db:Status-Abbrev}|${Package}|${Version}\n", *names])
+    rows = {}
+    for line in (out or "").splitlines():
+        status, _, rest = line.partition("|")
+        name, _, version = rest.partition("|")
+        if status[:2] in ("ii", "hi") and name:
+            rows[name] = version
+    return rows
+
+
+def apt_state(module, basics):
+    """What dpkg has installed and holds, and what the package lists offer, for the planned packages."""
+    planned = list(dict.fromkeys(basics["packages"] + [basics["version_package"], basics["headers_package"]]))
+    rows = _dpkg_rows(module, [n for n in planned if n] + PIN_GLOBS)
+    _, out, _ = host.run(module, ["apt-mark", "showhold"])
+    held = sorted(line.strip() for line in (out or "").splitlines() if line.strip())
+    offered = []
+    if basics["version_package"]:
+        _, out, _ = host.run(module, ["apt-cache", "madison", basics["version_package"]])
+        for line in (out or "").splitlines():
+            fields = [f.strip() for f in line.split("|")]
+            if len(fields) >= 2 and fields[0] == basics["version_package"] and fields[1]:
+                offered.append(fields[1])
+    stack = {n: v for n, v in rows.items() if is_stack_package(n)}
+    return {
+        "installed": rows.get(basics["version_package"], ""),
+        "held": held,
+        "present": sorted(f"{n}={rows[n]}" for n in planned if n in rows),
+        "offered": list(dict.fromkeys(offered)),
+        "stack": sorted(stack),
+        "versions": stack,
+        "refreshed": False,
+    }
+
+
+def _locked_names(lines):
+    names = set()
+    for line in lines:
+        found = re.match(r"^(?:\d+:)?(.+?)-(?:\d+:)?\d[^-]*-[^-]+$", line.strip())
+        if found:
+            names.add(found.group(1))
+    return sorted(names)
+
+
+def rpm_state(module, basics):
+    """What rpm has installed and dnf versionlock holds, for the planned packages."""
+    planned = [n for n in dict.fromkeys(basics["packages"] + [basics["version_package"]]) if n]
+    present = {}
+    _, out, _ = host.run(module, ["rpm", "-q", "--qf", "%{NAME}=%{VERSION}\n", *planned])
+    for line in (out or "").splitlines():
+        if "=" in line and " " not in line:
+            name, _, version = line.partition("=")
+            present[name] = version
+    rc, _, _ = host.run(module, ["rpm", "-q", basics["headers_package"]])
+    if rc == 0:
+        present[basics["headers_package"]] = "installed"
+    _, out, _ = host.run(module, ["rpm", "-qa", "--qf", "%{NAME}=%{VERSION}\n", *RPM_STACK_GLOBS])
+    stack = {}
+    for line in (out or "").splitlines():
+        name, _, version = line.partition("=")
+        if name and is_stack_package(name, "redhat"):
+            stack[name] = version
+    tool = "dnf" if module.get_bin_path("dnf") else "yum"
+    _, out, _ = host.run(module, [tool, "-q", "versionlock", "list"], timeout=120)
+    locked = [line.strip() for line in (out or "").splitlines()
+              if line.strip() and not line.startswith(("Last metadata", "Loaded plugins", "Adding versionlock"))]
+    return {
+        "installed": present.get(basics["version_package"], ""),
+        "held": _locked_names(locked),
+        "present": sorted(f"{n}={v}" for n, v in present.items()),
+        "offered": [],
+        "stack": sorted(stack),
+        "versions": stack,
+        "locked": locked,
+        "refreshed": False,
+    }
+
+
+def _owner(module, family, path):
+    if not path:
+        return ""
+    real = os.path.realpath(path)
+    if family == "redhat":
+        rc, out, _ = host.run(module, ["rpm", "-qf", "--qf", "%{NAME}\n", real])
+        return out.strip().splitlines()[0] if rc == 0 and out.strip() else ""
+    rc, out, _ = host.run(module, ["dpkg-query", "-S", real])
+    for line in (out or "").splitlines() if rc == 0 else []:
+        names, _, where = line.partition(": ")
+        if where.strip() == real and not names.startswith("diversion"):
+            return names.split(",")[0].split(":")[0].strip()
+    return ""
+
+
+def driver_state(module, family, stack, runfile_installed):
+    """The driver the node has, and whether a package (or this module's runfile stamp) owns it."""
+    proc = host.read(PROC_VERSION) or ""
+    smi = module.get_bin_path("nvidia-smi") or ""
+    present = bool(proc) or bool(smi)
+    owner = _owner(module, family, smi)
+    if not owner and proc:
+        owner = next((name for name in stack if KERNEL_PACKAGE.search(name)), "")
+    return {
+        "present": present,
+        "kernel_module_version": kernel_module_version(proc),
+        "nvidia_smi": smi,
+        "owner": owner or ("runfile" if runfile_installed else ""),
+        "owned": not present or bool(owner) or bool(runfile_installed),
+    }
+
+
+def _apt_sources():
+    listed = glob.glob("/etc/apt/sources.list.d/*.list") + glob.glob("/etc/apt/sources.list.d/*.sources")
+    paths = ["/etc/apt/sources.list", *sorted(listed)]
+    return {path: text for path, text in ((p, host.read(p)) for p in paths) if text is not None}
+
+
+def observe(module, inputs, gpu_facts, partial=False):
+    """Everything the plan needs, read once. ``partial``: only what needs no plan (observe_only)."""
+    uname = os.uname()
+    observed = {
+        "os": os_release(host.read("/etc/os-release")),
+        "architecture": uname.machine,
+        "kernel": uname.release,
+        "secure_boot": _secure_boot(module),
+        "initramfs_tools": sorted({os.path.basename(p) for p in INITRAMFS_PATHS if os.path.exists(p)}),
+        "persistenced": _persistenced(module),
+        "files": {FILES[name]: host.read(FILES[name]) for name in OWN_FILES},
+        "cuda_keyring": os.path.exists(FILES["cuda_keyring"]),
+        "runfile_installed": (host.read(FILES["runfile_stamp"]) or "").strip(),
+        "gpu": gpu_facts or gpu_probe(module),
+    }
+    family = "redhat" if module.get_bin_path("rpm") and not module.get_bin_path("dpkg-query") else "debian"
+    try:
+        basics = driver_packages(inputs, observed)
+        family = basics["family"]
+    except KgnError:
+        if not partial:
+            raise
+        basics = None
+    if family == "debian":
+        observed["apt_sources"] = _apt_sources()
+    if basics and inputs["source"] != "runfile":
+        observed["packages"] = apt_state(module, basics) if family == "debian" else rpm_state(module, basics)
+        stack = observed["packages"]["stack"]
+    elif family == "debian":
+        stack = sorted(n for n in _dpkg_rows(module, PIN_GLOBS) if is_stack_package(n))
+    else:
+        stack = []
+    observed["driver"] = driver_state(module, family, stack, observed["runfile_installed"])
+    return observed
+
+
+# --- commands ------------------------------------------------------------------------------------------
+
+
+def apt(module, argv, timeout=3600):
+    """apt-get/apt-mark, waiting while another apt holds the lock (hosts that share an archive folder)."""
+    for _ in range(LOCK_RETRIES):
+        rc, out, err = host.run(module, argv, timeout=timeout)
+        if rc == 0 or not LOCKED.search((out or "") + (err or "")):
+            return rc, out or "", err or ""
+        time.sleep(LOCK_DELAY)
+    return rc, out or "", err or ""
+
+
+def _words(out, err, lines=4):
+    said = [line for line in (err or out or "").splitlines() if line.startswith(("E:", "W:", "Error", "error"))]
+    return " | ".join(said[:lines] or (err or out or "no output").strip().splitlines()[-lines:])
+
+
+def _must(result, what):
+    rc, out, err = result
+    if rc != 0:
+        raise Failed(f"{what} failed: {_words(out, err)}")
+    return out
+
+
+def log_event(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}\n")
+
+
+def dry_run_report(text):
+    """apt's "Need to get ..." and "After this operation ..." lines, and the packages it would install."""
+    need = re.search(r"^Need to get [^\n]*", text or "", re.M)
+    after = re.search(r"^After this operation[^\n]*", text or "", re.M)
+    packages, section = [], False
+    for line in (text or "").splitlines():
+        if re.match(r"^The following (NEW )?packages will be (installed|upgraded|DOWNGRADED)", line):
+            section = True
+            continue
+        if section and line.startswith("  "):
+            packages.extend(line.split())
+            continue
+        section = False
+    return {"download": need.group(0) if need else "", "disk": after.group(0) if after else "",
+            "packages": sorted(set(packages))}
+
+
+def lists_stale(sources):
+    """Whether apt's lists are older than an hour, or older than one of the role's source files (written by a
+    run that stopped before its refresh)."""
+    stamps = [os.stat(p).st_mtime for p in APT_LISTS if os.path.exists(p)]
+    if not stamps or time.time() - max(stamps) > APT_LIST_MAX_AGE:
+        return True
+    return bool(host.changed_since(sources, max(stamps)))
+
+
+# --- verify and repair -----------------------------------------------------------------------------------
+
+
+def verify_apt(module, versions):
+    """{package: [missing paths]} of the driver stack: dpkg --verify, and nvidia-smi where a package provides it."""
+    missing = {}
+    if not versions:
+        return missing
+    _, out, _ = host.run(module, ["dpkg", "--verify", *sorted(versions)], timeout=300)
+    paths = []
+    for line in (out or "").splitlines():
+        found = re.match(r"^missing\s+(c\s+)?(/.*)$", line)
+        if found and not found.group(1):
+            paths.append(found.group(2))
+    if paths:
+        _, out, _ = host.run(module, ["dpkg-query", "-S", *paths])
+        for line in (out or "").splitlines():
+            names, _, path = line.partition(": ")
+            for name in names.split(","):
+                name = name.split(":")[0].strip()
+                if name in versions and path.strip() in paths:
+                    missing.setdefault(name, []).append(path.strip())
+    if not os.path.exists(NVIDIA_SMI):
+        _, out, _ = host.run(module, ["dpkg-query", "-S", "*/nvidia-smi"])
+        for line in (out or "").splitlines():
+            names, _, path = line.partition(": ")
+            if path.startswith("/usr/share/"):
+                continue
+            for name in names.split(","):
+                name = name.split(":")[0].strip()
+                if name in versions and NVIDIA_SMI not in missing.get(name, []):
+                    missing.setdefault(name, []).append(NVIDIA_SMI)
+    return missing
+
+
+def verify_rpm(module, versions):
+    missing = {}
+    for name in sorted(versions):
+        _, out, _ = host.run(module, ["rpm", "-V", name], timeout=120)
+        for line in (out or "").splitlines():
+            found = re.match(r"^missing\s+(c\s+)?(/.*)$", line)
+            if found and not found.group(1):
+                missing.setdefault(name, []).append(found.group(2))
+    if not os.path.exists(NVIDIA_SMI):
+        rc, out, _ = host.run(module, ["rpm", "-q", "--whatprovides", "--qf", "%{NAME}\n", NVIDIA_SMI])
+        for name in (out or "").split() if rc == 0 else []:
+            if name in versions and NVIDIA_SMI not in missing.get(name, []):
+                missing.setdefault(name, []).append(NVIDIA_SMI)
+    return missing
+
+
+# --- the steps ----------------------------------------------------------------------------------------------
+
+
+class Run:
+    """One apply (or check) of the plan on the node: what it did, what it would do."""
+
+    def __init__(self, module, inputs, observed, plan):
+        self.module, self.inputs, self.observed, self.plan = module, inputs, observed, plan
+        self.check = module.check_mode
+        self.actions, self.repaired, self.diff = [], [], []
+        self.download, self.disk, self.installs = "", "", []
+        self.module_changed = False
+
+    @property
+    def changed(self):
+        return bool(self.actions or self.repaired)
+
+    def did(self, text):
+        self.actions.append(text)
+
+    def files(self, paths):
+        todo = change.pending([f for f in self.plan["files"] if f["path"] in paths])
+        if todo:
+            self.diff.extend(change.diff(todo))
+            if not self.check:
+                try:
+                    change.write(todo)
+                except change.ChangeFailed as err:
+                    raise Failed(str(err)) from None
+            for item in todo:
+                self.did(f"{'removed' if item.get('content') is None else 'wrote'} {item['path']}")
+        return todo
+
+    def replan(self):
+        try:
+            self.plan = host_plan({"nvidia_driver": self.inputs}, {"nvidia_driver": self.observed})["nvidia_driver"]
+        except KgnError as err:
+            raise Failed(str(err)) from None
+
+    # common steps
+    def dev_char_links(self):
+        links = devices.missing_links(devices.nvidia_device_nodes())
+        if links:
+            if not self.check:
+                devices.create_links(links)
+            self.did(f"created /dev/char links for {len(links)} NVIDIA device node(s)")
+
+    def keyring(self):
+        ring = self.plan["cuda_keyring"]
+        if ring["wanted"] and not os.path.exists(ring["path"]):
+            self.did(f"fetched {self.plan['cuda_repo_key_url']} into {ring['path']}")
+            if self.check:
+                return
+            resp, info = fetch_url(self.module, self.plan["cuda_repo_key_url"], timeout=60)
+            if info.get("status") != 200 or resp is None:
+                raise Failed(f"NVIDIA's CUDA repository key {self.plan['cuda_repo_key_url']} answered "
+                             f"{info.get('status')} ({info.get('msg', '')}); fix nvidia_driver_cuda_repo_base_url / "
+                             "nvidia_driver_cuda_repo_key or the mirror")
+            text = resp.read().decode("utf-8", errors="surrogateescape")
+            change.write([{"path": ring["path"], "content": text, "mode": "0644", "before": None}])
+        elif not ring["wanted"] and os.path.exists(ring["path"]) and self.plan["family"] == "debian":
+            if not self.check:
+                os.unlink(ring["path"])
+            self.did(f"removed {ring['path']}")
+
+    def kernel_side(self):
+        written = self.files([self.plan["blacklist"]])
+        rebuild = self.plan["initramfs"]
+        if written and rebuild["rebuild"] and rebuild["available"]:
+            self.did(f"rebuilt the initramfs ({' '.join(rebuild['command'])})")
+            if not self.check:
+                _must(host.run(self.module, rebuild["command"], timeout=900), " ".join(rebuild["command"]))
+
+    def persistenced(self):
+        unit = _persistenced(self.module) if not self.check else self.observed["persistenced"]
+        if not unit["loaded"] and not (self.check and self.plan["missing"]):
+            return
+        if not unit["enabled"]:
+            self.did("enabled nvidia-persistenced")
+            if not self.check:
+                _must(host.run(self.module, ["systemctl", "enable", "nvidia-persistenced.service"]),
+                      "systemctl enable nvidia-persistenced")
+        # it needs the kernel module: not before the reboot a module change asks for
+        if self.plan["persistenced"]["start"] and not unit["active"] and not self.module_changed:
+            self.did("started nvidia-persistenced")
+            if not self.check:
+                _must(host.run(self.module, ["systemctl", "start", "nvidia-persistenced.service"], timeout=120),
+                      "systemctl start nvidia-persistenced")
+
+    def request_reboot(self):
+        if self.module_changed and not self.check:
+            log_event(self.plan["event_log"], f"reboot-requested: kernel module changed to {self.plan['target']}")
+
+    # apt
+    def apt_refresh(self, sources_changed):
+        if sources_changed or lists_stale([FILES["distro_sources"], FILES["cuda_sources"], FILES["apt_pin"]]):
+            self.did("refreshed the package lists")
+            if self.check:
+                return
+            _must(apt(self.module, ["apt-get", "update", "-q"], timeout=900), "apt-get update")
+        if not self.check:
+            self.observed["packages"] = apt_state(self.module, self.plan)
+            self.observed["packages"]["refreshed"] = True
+            self.replan()
+
+    def apt_install_argv(self, specs, extra=()):
+        return (["apt-get", "install", "-y", "-q", *APT_OPTIONS]
+                + ([] if self.plan["install_recommends"] else ["--no-install-recommends"]) + list(extra) + specs)
+
+    def apt_packages(self):
+        plan = self.plan
+        if plan["headers_missing"]:
+            self.did(f"installed {plan['headers_package']}")
+            if not self.check:
+                _must(apt(self.module, ["apt-get", "install", "-y", "-q", *APT_OPTIONS, "--no-install-recommends",
+                                        plan["headers_package"]]), f"installing {plan['headers_package']}")
+        if not plan["missing"]:
+            return
+        if plan["release"]:
+            self.did(f"released the holds of {' '.join(plan['release'])} for the planned upgrade")
+            if not self.check:
+                _must(apt(self.module, ["apt-mark", "unhold", *plan["release"]]), "apt-mark unhold")
+        if plan["target_exact"]:
+            _, out, _ = host.run(self.module, ["apt-get", "-o", "Debug::NoLocking=1", "install", "--assume-no"]
+                                    + ([] if plan["install_recommends"] else ["--no-install-recommends"])
+                                    + (["--allow-downgrades"] if plan["allow_upgrade"] else []) + plan["specs"],
+                                    timeout=300)
+            report = dry_run_report(out)
+            self.download, self.disk, self.installs = report["download"], report["disk"], report["packages"]
+        self.diff.append({"before_header": "driver packages", "after_header": "driver packages",
+                          "before": "".join(f"{p}\n" for p in plan["present"]) if "present" in plan else "",
+                          "after": "".join(f"{s}\n" for s in plan["specs"])})
+        self.did(f"installed {' '.join(plan['missing'])}")
+        self.module_changed = plan["module_changes"]
+        if self.check:
+            return
+        extra = ["--allow-downgrades"] if plan["allow_upgrade"] else []
+        out = _must(apt(self.module, self.apt_install_argv(plan["specs"], extra)),
+                    f"installing {' '.join(plan['specs'])}")
+        if "Unpacking " in out or "Setting up " in out:
+            log_event(plan["event_log"], f"installed {plan['version_package']}={plan['target']} "
+                                         f"(was {plan['installed'] or 'absent'})")
+        else:
+            self.module_changed = False
+
+    def apt_repair(self, versions):
+        missing = verify_apt(self.module, versions)
+        for name, paths in sorted(missing.items()):
+            spec = f"{name}={versions[name]}"
+            what = f"{name}: {', '.join(paths)} missing; {'would reinstall' if self.check else 'reinstalled'} {spec}"
+            if not self.check:
+                _must(apt(self.module, self.apt_install_argv([spec], ["--reinstall"])), f"reinstalling {spec}")
+                log_event(self.plan["event_log"], f"reinstalled {spec} (missing {', '.join(paths)})")
+                still = verify_apt(self.module, {name: versions[name]})
+                if still:
+                    raise Failed(f"reinstalling {spec} did not bring back {', '.join(still[name])}")
+            self.repaired.append(what)
+        return missing
+
+    def apt_holds(self, reread):
+        """One apt-mark call for the whole stack (as read again after an install or a repair)."""
+        if self.check or not reread:
+            marks = self.plan["hold_changes"]
+        else:
+            state = apt_state(self.module, self.plan)
+            marks = hold_changes(state["stack"], state["held"], self.plan["hold"])
+        for verb in ("hold", "unhold"):
+            if marks[verb]:
+                self.did(f"apt-mark {verb} {' '.join(marks[verb])}")
+                self.diff.append({"before_header": f"apt-mark {verb}", "after_header": f"apt-mark {verb}",
+                                  "before": "", "after": "".join(f"{p}\n" for p in marks[verb])})
+                if not self.check:
+                    _must(apt(self.module, ["apt-mark", verb, *marks[verb]]), f"apt-mark {verb}")
+
+    def apply_apt(self):
+        self.dev_char_links()
+        self.keyring()
+        written = self.files([FILES["distro_sources"], FILES["cuda_sources"]])
+        plan = self.plan
+        if written or plan["missing"] or plan["headers_missing"] or not plan["target_exact"]:
+            self.apt_refresh(bool(written))
+        # pinned before installing: apt then resolves every dependency of the driver to the same version
+        self.files([FILES["apt_pin"]])
+        self.apt_packages()
+        fresh = not self.check and bool(self.plan["missing"] or self.plan["headers_missing"])
+        state = apt_state(self.module, self.plan) if fresh else self.observed["packages"]
+        self.apt_repair(state.get("versions") or {})
+        self.apt_holds(fresh or bool(self.repaired))
+
+    # dnf
+    def apply_dnf(self):
+        self.dev_char_links()
+        self.files([FILES["cuda_yum_repo"]])
+        plan, module = self.plan, self.module
+        tool = "dnf" if module.get_bin_path("dnf") else "yum"
+        if plan["headers_missing"]:
+            self.did(f"installed {plan['headers_package']}")
+            if not self.check:
+                _must(host.run(module, [tool, "install", "-y", plan["headers_package"]], timeout=1800),
+                      f"installing {plan['headers_package']}")
+        if plan["release"]:
+            self.did(f"{tool} versionlock delete {' '.join(plan['release'])}")
+            if not self.check:
+                _must(host.run(module, [tool, "versionlock", "delete", *plan["release"]], timeout=300),
+                      f"{tool} versionlock delete")
+        if plan["missing"]:
+            argv = [tool, "install", "-y"] + ([] if plan["install_recommends"] else
+                                              ["--setopt=install_weak_deps=False"])
+            argv += ([plan["dnf_module"]] if plan["dnf_module"] else []) + plan["specs"]
+            self.did(f"installed {' '.join(plan['missing'])}")
+            self.diff.append({"before_header": "driver packages", "after_header": "driver packages",
+                              "before": "".join(f"{p}\n" for p in plan.get("present", [])),
+                              "after": "".join(f"{s}\n" for s in plan["specs"])})
+            self.module_changed = plan["module_changes"]
+            if not self.check:
+                _must(host.run(module, argv, timeout=3600), f"{tool} install {' '.join(plan['specs'])}")
+                after = rpm_state(module, plan)
+                self.module_changed = after["installed"] != plan["installed"]
+                self.plan["target"] = after["installed"] or plan["target"]
+                log_event(plan["event_log"], f"installed {plan['version_package']}={self.plan['target']} "
+                                             f"(was {plan['installed'] or 'absent'})")
+        state = self.observed["packages"] if self.check else rpm_state(module, plan)
+        versions = state.get("versions") or {}
+        for name, paths in sorted(verify_rpm(module, versions).items()):
+            spec = f"{name}-{versions[name]}"
+            verb = "would reinstall" if self.check else "reinstalled"
+            self.repaired.append(f"{name}: {', '.join(paths)} missing; {verb} {spec}")
+            if not self.check:
+                _must(host.run(module, [tool, "reinstall", "-y", spec], timeout=1800), f"reinstalling {spec}")
+                log_event(plan["event_log"], f"reinstalled {spec} (missing {', '.join(paths)})")
+        for verb, key in (("add", "hold"), ("delete", "unhold")):
+            patterns = plan["hold_changes"][key]
+            if patterns:
+                self.did(f"{tool} versionlock {verb} {' '.join(patterns)}")
+                if not self.check:
+                    _must(host.run(module, [tool, "versionlock", verb, *patterns], timeout=300),
+                          f"{tool} versionlock {verb}")
+
+    # runfile
+    def apply_runfile(self):
+        self.dev_char_links()
+        run = self.plan["runfile"]
+        if not run["due"]:
+            return
+        self.did(f"ran {run['installer']} {' '.join(run['args'])}")
+        self.module_changed = True
+        if self.check:
+            return
+        if not os.path.exists(run["installer"]):
+            raise Failed(f"the installer {run['installer']} is not on the node (the role brings it there from "
+                         "nvidia_driver_runfile_url or nvidia_driver_runfile_path before this module runs)")
+        rc, out, err = host.run(self.module, ["sh", run["installer"], *run["args"]], timeout=3600)
+        if rc != 0:
+            raise Failed(f"{run['name']} {' '.join(run['args'])} failed (exit {rc}): {_words(out, err)}; see "
+                         "/var/log/nvidia-installer.log on the node")
+        change.write([{"path": run["stamp"], "content": run["target"] + "\n", "mode": "0644", "before": None}])
+        log_event(self.plan["event_log"], f"installed {run['name']}={run['target']} "
+                                          f"(was {run['installed'] or 'absent'})")
+
+
+# --- live -----------------------------------------------------------------------------------------------------
+
+
+def live_state(module, plan, observed, run, gpu_facts):
+    family = plan["family"] if plan else ("debian" if module.get_bin_path("dpkg-query") else "redhat")
+    if plan and plan["source"] != "runfile" and not (run and run.check) and (run is None or run.changed):
+        packages = apt_state(module, plan) if family == "debian" else rpm_state(module, plan)
+    else:
+        packages = observed.get("packages") or {}
+    proc = host.read(PROC_VERSION) or ""
+    gpu = gpu_facts or (observed.get("gpu") if run is None or not run.changed else gpu_probe(module))
+    unit = _persistenced(module)
+    loaded_version = kernel_module_version(proc)
+    live = {
+        "driver_loaded": bool(proc),
+        "kernel_module_version": loaded_version,
+        "nvidia_smi": {"path": module.get_bin_path("nvidia-smi") or "", "answered": bool(gpu.get("driver_loaded")),
+                       "reason": gpu.get("reason")},
+        "packages": dict(packages.get("versions") or {}),
+        "holds": sorted(p for p in packages.get("held") or [] if p in (packages.get("versions") or {})),
+        "persistenced": unit,
+        "problems": [],
+    }
+    live["reboot_pending"] = False
+    if plan and plan.get("target_exact") and loaded_version and plan["target"]:
+        wanted = nvidia_upstream_version(plan["target"]) if plan["source"] != "runfile" else plan["target"]
+        if wanted != loaded_version:
+            live["reboot_pending"] = True
+            live["problems"].append(f"the loaded kernel module is {loaded_version}, the installed driver {wanted}: "
+                                    "reboot to load it")
+    return live, gpu
+
+
+# --- main ---------------------------------------------------------------------------------------------------
+
+
+def _summary(run, reboot):
+    lines = list(run.actions) + [f"repair: {r}" for r in run.repaired]
+    if run.download:
+        lines.append(run.download)
+    if reboot:
+        lines.append("reboot needed: the kernel module changes")
+    return {"prepared": "".join(f"{line}\n" for line in lines)} if lines else None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "source": {"type": "str", "default": "distro", "choices": ["distro", "cuda_repo", "runfile"]},
+            "branch": {"type": "str", "default": "535"},
+            "version": {"type": "str", "default": ""},
+            "kernel_module": {"type": "str", "default": "proprietary", "choices": ["proprietary", "open"]},
+            "hold": {"type": "bool", "default": True},
+            "allow_upgrade": {"type": "bool", "default": False},
+            "install_recommends": {"type": "bool", "default": False},
+            "debian_mirror": {"type": "str", "default": "http://deb.debian.org/debian"},
+            "debian_security_mirror": {"type": "str", "default": "http://deb.debian.org/debian-security"},
+            "ubuntu_mirror": {"type": "str", "default": "http://archive.ubuntu.com/ubuntu"},
+            "ubuntu_security_mirror": {"type": "str", "default": "http://security.ubuntu.com/ubuntu"},
+            "cuda_repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
+            "cuda_repo_key": {"type": "str", "default": "3bf863cc.pub"},
+            "cuda_repo_key_rpm": {"type": "str", "default": "D42D0685.pub"},
+            "runfile_url": {"type": "str", "default": ""},
+            "runfile_path": {"type": "str", "default": ""},
+            "runfile_extra_args": {"type": "list", "elements": "str", "default": []},
+            "kernel_headers": {"type": "bool", "default": True},
+            "blacklist_nouveau": {"type": "bool", "default": True},
+            "initramfs_rebuild": {"type": "bool", "default": True},
+            "persistenced_start": {"type": "bool", "default": True},
+            "secure_boot_policy": {"type": "str", "default": "fail", "choices": ["fail", "continue"]},
+            "gpu_facts": {"type": "dict", "default": {}},
+            "observe_only": {"type": "bool", "default": False},
+            "render_dir": {"type": "path"},
+            "render_host": {"type": "str"},
+            "observed": {"type": "dict", "default": {}},
+        },
+        required_together=[("render_dir", "render_host")],
+        supports_check_mode=True,
+    )
+    module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C",
+                                         "DEBIAN_FRONTEND": "noninteractive"}
+    p = module.params
+    inputs = {key: p[key] for key in INPUTS}
+    gpu_facts = p["gpu_facts"] or None
+
+    if p["render_dir"]:
+        observed = dict(p["observed"])
+        if gpu_facts:
+            observed["gpu"] = gpu_facts
+        try:
+            plan = host_plan({"nvidia_driver": inputs}, {"nvidia_driver": observed})["nvidia_driver"]
+        except KgnError as err:
+            module.fail_json(msg=f"{p['render_host']}: {err}. Nothing was rendered.")
+        written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "nvidia_driver")
+        module.exit_json(changed=bool(written), plan=plan, observed=observed, repaired=[], download="",
+                         reboot_required=False, owned=(observed.get("driver") or {}).get("owned", True),
+                         gpu=observed.get("gpu") or {})
+
+    try:
+        observed = observe(module, inputs, gpu_facts, partial=p["observe_only"])
+    except KgnError as err:
+        module.fail_json(msg=f"{err}. Nothing was changed.")
+    owned = observed["driver"]["owned"]
+    if p["observe_only"]:
+        live, gpu = live_state(module, None, observed, None, gpu_facts)
+        live["packages"] = live["packages"] or {}
+        module.exit_json(changed=False, observed=observed, live=live, owned=owned, repaired=[], download="",
+                         reboot_required=False, gpu=gpu)
+
+    facts = {"kgn_observed_nvidia_driver": observed}
+    try:
+        plan = host_plan({"nvidia_driver": inputs}, {"nvidia_driver": observed})["nvidia_driver"]
+    except KgnError as err:
+        module.fail_json(msg=f"{err}. Nothing was changed.", owned=owned)
+
+    run = Run(module, inputs, observed, plan)
+    try:
+        if plan["source"] == "runfile":
+            run.apply_runfile()
+        elif plan["family"] == "debian":
+            run.apply_apt()
+        else:
+            run.apply_dnf()
+        run.kernel_side()
+        run.persistenced()
+        run.request_reboot()
+    except Failed as err:
+        done = "; ".join(run.actions) if run.actions else ""
+        module.fail_json(msg=f"{err}. " + (f"Done before that: {done}." if done else "Nothing was changed."),
+                         owned=owned, changed=bool(run.actions), actions=run.actions, repaired=run.repaired)
+    plan = run.plan
+    live, gpu = live_state(module, plan, observed, run, gpu_facts)
+    reboot = run.module_changed or live["reboot_pending"]
+    diff = list(run.diff)
+    summary = _summary(run, run.module_changed)
+    if summary:
+        diff.append(summary)
+    module.exit_json(changed=run.changed, plan=plan, observed=observed, live=live, owned=owned,
+                     repaired=run.repaired if not run.check else [], would_repair=run.repaired if run.check else [],
+                     actions=run.actions, download=run.download, disk=run.disk, installs=run.installs,
+                     reboot_required=reboot, gpu=gpu, diff=diff, ansible_facts=facts)
+
+
+if __name__ == "__main__":
+    main()

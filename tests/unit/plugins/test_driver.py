@@ -1,0 +1,720 @@
+"""The nvidia_driver planner (module_utils/driver.py) over the platform table, and the module's command
+sequences (apt, dnf, runfile) with a fake AnsibleModule."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver as kd
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
+from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_driver as mod
+
+INPUTS = {
+    "source": "distro", "branch": "535", "version": "", "kernel_module": "proprietary", "hold": True,
+    "allow_upgrade": False, "install_recommends": False,
+    "debian_mirror": "http://deb.debian.org/debian", "debian_security_mirror": "http://deb.debian.org/debian-security",
+    "ubuntu_mirror": "http://archive.ubuntu.com/ubuntu", "ubuntu_security_mirror": "http://security.ubuntu.com/ubuntu",
+    "cuda_repo_base_url": "https://developer.download.nvidia.com/compute/cuda/repos", "cuda_repo_key": "3bf863cc.pub",
+    "cuda_repo_key_rpm": "D42D0685.pub", "runfile_url": "", "runfile_path": "", "runfile_extra_args": [],
+    "kernel_headers": True, "blacklist_nouveau": True, "initramfs_rebuild": True, "persistenced_start": True,
+    "secure_boot_policy": "fail",
+}
+OS = {
+    "Debian-12": {"id": "debian", "version_id": "12"},
+    "Debian-13": {"id": "debian", "version_id": "13"},
+    "Ubuntu-22": {"id": "ubuntu", "version_id": "22.04", "id_like": "debian"},
+    "Ubuntu-24": {"id": "ubuntu", "version_id": "24.04", "id_like": "debian"},
+    "RedHat-8": {"id": "rocky", "version_id": "8.10", "id_like": "rhel centos fedora"},
+    "RedHat-9": {"id": "rhel", "version_id": "9.4", "id_like": "fedora"},
+}
+BOOKWORM = ["535.309.01-0+deb12u1", "535.261.03-1"]
+STOCK_BOOKWORM = {"/etc/apt/sources.list": (
+    "deb http://deb.debian.org/debian bookworm main non-free-firmware\n"
+    "deb http://deb.debian.org/debian-security bookworm-security main non-free-firmware\n"
+    "deb http://deb.debian.org/debian bookworm-updates main non-free-firmware\n")}
+KEPLER = {"gpu_present": True, "driver_loaded": False, "gpus": [{"product_name": "Tesla K80"}]}
+
+
+def plan(observed=None, **inputs):
+    return kd.driver_plan({**INPUTS, **inputs}, {"os": OS["Debian-12"], **(observed or {})})
+
+
+def node(platform="Debian-12", packages=None, **extra):
+    """A fully observed node (nothing assumed)."""
+    observed = {"os": OS[platform], "architecture": "x86_64", "kernel": "6.1.0-18-amd64", "secure_boot": False,
+                "initramfs_tools": ["update-initramfs"], "files": {}, "apt_sources": STOCK_BOOKWORM,
+                "cuda_keyring": False, "driver": {"present": False, "owned": True},
+                "gpu": {"gpus": [{"product_name": "Tesla T4"}]},
+                "packages": {"installed": "", "held": [], "present": [], "offered": BOOKWORM, "stack": []}}
+    observed["packages"].update(packages or {})
+    observed.update(extra)
+    return observed
+
+
+def files(result):
+    return {f["path"]: f["content"] for f in result["files"]}
+
+
+# --- platform ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("os_release", "key"), [
+    ({"id": "debian", "version_id": "12"}, "Debian-12"),
+    ({"id": "ubuntu", "version_id": "24.04"}, "Ubuntu-24"),
+    ({"id": "rocky", "version_id": "9.3", "id_like": "rhel centos fedora"}, "RedHat-9"),
+    ({"id": "almalinux", "version_id": "8.9"}, "RedHat-8"),
+    ({"id": "centos", "version_id": "7"}, "RedHat-7"),
+    ({"id": "someclone", "version_id": "9.2", "id_like": "rhel"}, "RedHat-9"),
+])
+def test_platform_key_from_os_release(os_release, key):
+    assert kd.platform_key(os_release) == key
+
+
+@pytest.mark.parametrize("os_release", [None, {}, {"id": "debian"}, {"id": "debian", "version_id": ""}])
+def test_no_os_is_refused_never_guessed(os_release):
+    with pytest.raises(KgnError, match=r"set kgn_observed_nvidia_driver\.os\.id/version_id"):
+        kd.driver_plan(INPUTS, {"os": os_release} if os_release is not None else {})
+
+
+def test_unknown_platform_is_refused_with_the_list():
+    with pytest.raises(KgnError, match=r"supports Debian-12, Debian-13, Ubuntu-22, Ubuntu-24, RedHat-8, RedHat-9; "
+                                       r"this host is centos 7 \(RedHat-7\)"):
+        kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": {"id": "centos", "version_id": "7"}})
+
+
+DISTRO = {
+    ("Debian-12", "proprietary"): ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-smi", "libcuda1",
+                                   "libnvidia-ptxjitcompiler1", "nvidia-persistenced"],
+    ("Debian-13", "open"): ["nvidia-driver", "nvidia-open-kernel-dkms", "nvidia-smi", "libcuda1",
+                            "libnvidia-ptxjitcompiler1", "nvidia-persistenced"],
+    ("Ubuntu-22", "proprietary"): ["nvidia-headless-550-server", "nvidia-utils-550-server",
+                                   "nvidia-compute-utils-550-server"],
+    ("Ubuntu-24", "open"): ["nvidia-headless-550-server-open", "nvidia-utils-550-server",
+                            "nvidia-compute-utils-550-server"],
+}
+
+
+@pytest.mark.parametrize(("platform", "flavour"), list(DISTRO))
+def test_distro_packages_of_every_debian_platform(platform, flavour):
+    branch = {"Debian-12": "535", "Debian-13": "550"}.get(platform, "550")
+    result = kd.driver_plan({**INPUTS, "branch": branch, "kernel_module": flavour}, {"os": OS[platform]})
+    assert result["platform"] == platform and result["family"] == "debian"
+    assert result["packages"] == [p.replace("550", branch) for p in DISTRO[(platform, flavour)]]
+    expected_version = "nvidia-driver" if platform.startswith("Debian") else f"nvidia-utils-{branch}-server"
+    assert result["version_package"] == expected_version
+    text = files(result)[kd.FILES["distro_sources"]]
+    assert "Signed-By: /usr/share/keyrings/" + ("debian" if platform.startswith("Debian") else "ubuntu") in text
+    assert files(result)[kd.FILES["cuda_sources"]] is None
+    assert result["headers_package"] == "linux-headers-<running kernel>"
+    assert result["initramfs"]["command"] == ["update-initramfs", "-u"]
+
+
+@pytest.mark.parametrize("platform", list(kd.PLATFORMS))
+@pytest.mark.parametrize("flavour", ["proprietary", "open"])
+def test_cuda_repo_on_every_platform(platform, flavour):
+    result = kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "570", "kernel_module": flavour},
+                            {"os": OS[platform], "architecture": "x86_64"})
+    distro = kd.PLATFORMS[platform]["cuda_repo_distro"]
+    url = f"https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64"
+    assert result["cuda_repo_url"] == url
+    if platform.startswith("RedHat"):
+        assert result["packages"][0] == ("nvidia-driver" if flavour == "proprietary" else "nvidia-open")
+        assert result["dnf_module"] == f"@nvidia-driver:570-{'dkms' if flavour == 'proprietary' else 'open'}/default"
+        assert result["version_package"] == "nvidia-driver"
+        repo = files(result)[kd.FILES["cuda_yum_repo"]]
+        assert f"baseurl={url}\n" in repo and f"gpgkey={url}/D42D0685.pub\n" in repo and "gpgcheck=1" in repo
+        assert "kmod-nvidia-*" in result["versionlock_patterns"]
+        assert result["headers_package"].startswith("kernel-devel-")
+        assert result["initramfs"]["command"] == ["dracut", "-f"]
+        assert kd.FILES["apt_pin"] not in files(result)
+    else:
+        assert result["packages"] == ["cuda-drivers-570" if flavour == "proprietary" else "nvidia-open-570"]
+        assert result["version_package"] == "cuda-drivers-570"
+        assert f"URIs: {url}/\n" in files(result)[kd.FILES["cuda_sources"]]
+        assert f"Signed-By: {kd.FILES['cuda_keyring']}" in files(result)[kd.FILES["cuda_sources"]]
+        assert result["cuda_keyring"]["wanted"] is True
+        assert result["cuda_repo_key_url"] == f"{url}/3bf863cc.pub"
+        assert files(result)[kd.FILES["distro_sources"]] is None
+
+
+@pytest.mark.parametrize("platform", list(kd.PLATFORMS))
+def test_runfile_on_every_platform_writes_no_repository(platform):
+    result = kd.driver_plan({**INPUTS, "source": "runfile",
+                             "runfile_url": "http://mirror/NVIDIA-Linux-x86_64-535.216.01.run"}, {"os": OS[platform]})
+    assert result["packages"] == [] and result["runfile"]["target"] == "535.216.01"
+    assert [path for path, text in files(result).items() if text is not None] == [kd.FILES["blacklist"]]
+
+
+def test_aarch64_uses_sbsa():
+    result = kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": OS["RedHat-8"], "architecture": "aarch64"})
+    assert result["cuda_repo_url"].endswith("/rhel8/sbsa")
+
+
+def test_mirror_base_url_trailing_slash():
+    result = plan(source="cuda_repo", cuda_repo_base_url="http://mirror.local/cuda/repos/")
+    assert result["cuda_repo_url"] == "http://mirror.local/cuda/repos/debian12/x86_64"
+
+
+# --- refusals -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("platform", "branch", "message"), [
+    ("Debian-12", "550", "its distribution packages carry branch 535"),
+    ("Debian-13", "535", "its distribution packages carry branch 550"),
+    ("RedHat-9", "550", "it has no distribution driver packages"),
+    ("Ubuntu-24", "470", "carry branch 535, 550, 570, 580"),
+])
+def test_distro_source_not_on_the_platform(platform, branch, message):
+    with pytest.raises(KgnError, match=message):
+        kd.driver_plan({**INPUTS, "branch": branch}, {"os": OS[platform]})
+
+
+def test_kepler_gpu_is_refused():
+    with pytest.raises(KgnError, match="cannot drive GPU Tesla K80: R470 is the last branch for Kepler GPUs"):
+        plan(node(gpu=KEPLER))
+
+
+def test_open_modules_on_volta_and_proprietary_on_grace_hopper_are_refused():
+    with pytest.raises(KgnError, match="open kernel modules need Turing or newer"):
+        kd.driver_plan({**INPUTS, "branch": "550", "kernel_module": "open"},
+                       node("Debian-13", gpu={"gpus": [{"product_name": "Tesla V100-SXM2-16GB"}]}))
+    with pytest.raises(KgnError, match="supported by the open kernel modules only"):
+        plan(node(gpu={"gpus": [{"product_name": "NVIDIA GH200 480GB"}]}))
+
+
+def test_unknown_gpu_is_not_checked():
+    assert plan(node(gpu={"gpus": [{"product_name": "NVIDIA Quadro Something"}]}))["platform"] == "Debian-12"
+
+
+def test_secure_boot_refused_unless_policy_continue():
+    with pytest.raises(KgnError, match=r"Secure Boot is enabled.*nvidia_driver_secure_boot_policy=continue"):
+        plan(node(secure_boot=True))
+    assert plan(node(secure_boot=True), secure_boot_policy="continue")["platform"] == "Debian-12"
+
+
+def test_a_driver_no_package_owns_is_refused_for_packages_not_for_runfile():
+    foreign = {"present": True, "owned": False, "kernel_module_version": "535.104.05",
+               "nvidia_smi": "/usr/bin/nvidia-smi"}
+    with pytest.raises(KgnError, match=r"an NVIDIA driver \(535.104.05\) is installed that no package owns"):
+        plan(node(driver=foreign))
+    result = plan(node(driver=foreign), source="runfile", runfile_path="/srv/NVIDIA-Linux-x86_64-535.216.01.run")
+    assert result["runfile"]["due"] is True
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    ({"branch": "r535"}, "give the branch as a quoted number"),
+    ({"version": "latest"}, "give an upstream version"),
+    ({"version": "550.163.01"}, "is not in nvidia_driver_branch 535"),
+    ({"source": "ppa"}, "must be one of distro, cuda_repo, runfile"),
+    ({"kernel_module": "nouveau"}, "must be one of proprietary, open"),
+])
+def test_bad_inputs(inputs, message):
+    with pytest.raises(KgnError, match=message):
+        plan(**inputs)
+
+
+# --- version choice -------------------------------------------------------------------------------
+
+
+def test_fresh_node_takes_the_newest_of_the_branch_and_pins_it():
+    result = plan(node())
+    assert result["target"] == "535.309.01-0+deb12u1" and result["target_exact"]
+    assert result["specs"] == [f"{p}=535.309.01-0+deb12u1" for p in DISTRO[("Debian-12", "proprietary")][:5]] + [
+        "nvidia-persistenced"]
+    assert result["missing"] == result["specs"]
+    assert result["module_changes"] is True and result["upgrade"] is False
+    assert "Pin: version 535.309.01-0+deb12u1\nPin-Priority: 1001\n" in files(result)[kd.FILES["apt_pin"]]
+    assert result["assumed"] == []
+
+
+def test_exact_version_is_chosen_from_the_offer():
+    assert plan(node(), version="535.261.03")["target"] == "535.261.03-1"
+    assert plan(node(), version="535.261.03-1")["target"] == "535.261.03-1"
+
+
+def test_installed_version_of_the_branch_is_kept_and_nothing_moves():
+    installed = {"installed": "535.261.03-1", "held": ["nvidia-driver", "nvidia-smi"],
+                 "present": [f"{p}=535.261.03-1" for p in DISTRO[("Debian-12", "proprietary")][:5]]
+                 + ["nvidia-persistenced=535.171.04-1~deb12u1", "linux-headers-6.1.0-18-amd64=6.1.76-1"],
+                 "stack": ["nvidia-driver", "nvidia-smi", "libcuda1"]}
+    result = plan(node(packages=installed))
+    assert result["target"] == "535.261.03-1" and result["missing"] == []
+    assert result["module_changes"] is False and result["headers_missing"] is False
+    assert result["hold_changes"] == {"hold": ["libcuda1"], "unhold": []}
+
+
+def test_installed_exact_version_needs_no_offer():
+    result = plan(node(packages={"installed": "535.261.03-1", "offered": []}), version="535.261.03")
+    assert result["target"] == "535.261.03-1" and result["target_exact"]
+
+
+def test_version_not_offered_after_a_refresh_is_refused():
+    with pytest.raises(KgnError, match=r"nvidia-driver 535.999.01 is not offered by nvidia_driver_source=distro on "
+                                       r"Debian-12 \(offered: 535.309.01-0\+deb12u1, 535.261.03-1\)"):
+        plan(node(packages={"refreshed": True}), version="535.999.01")
+
+
+def test_version_not_in_stale_lists_is_assumed_until_the_refresh():
+    result = plan(node(), version="535.999.01")
+    assert result["target"] == "535.999.01*" and not result["target_exact"]
+    assert any("pinned as 535.999.01*" in a for a in result["assumed"])
+
+
+def test_held_driver_does_not_move_outside_a_planned_upgrade():
+    held = {"installed": "535.261.03-1", "held": ["nvidia-driver"], "stack": ["nvidia-driver"]}
+    with pytest.raises(KgnError, match=r"nvidia-driver is held at 535\.261\.03-1; moving it to 535\.309\.01 is a "
+                                       r"planned upgrade: run playbooks/nvidia_driver_upgrade\.yml"):
+        plan(node(packages=held), version="535.309.01")
+
+
+def test_planned_upgrade_releases_the_stack_and_holds_it_again():
+    stack = ["firmware-nvidia-gsp", "libcuda1", "nvidia-driver", "nvidia-smi"]
+    held = {"installed": "535.261.03-1", "held": stack, "stack": stack,
+            "present": ["nvidia-driver=535.261.03-1", "nvidia-smi=535.261.03-1", "libcuda1=535.261.03-1"]}
+    result = plan(node(packages=held), version="535.309.01", allow_upgrade=True)
+    assert result["target"] == "535.309.01-0+deb12u1" and result["upgrade"] is True
+    assert result["release"] == stack
+    assert set(result["hold_changes"]["hold"]) >= set(stack) | {"nvidia-kernel-dkms"}
+    assert result["module_changes"] is True
+
+
+def test_hold_false_unholds_and_removes_the_pin():
+    result = plan(node(packages={"installed": "535.261.03-1", "held": ["nvidia-driver", "bash"],
+                                 "stack": ["nvidia-driver"]}), hold=False)
+    assert result["hold_changes"] == {"hold": [], "unhold": ["nvidia-driver"]}
+    assert files(result)[kd.FILES["apt_pin"]] is None
+
+
+def test_blacklist_false_removes_the_file():
+    assert files(plan(node()))[kd.FILES["blacklist"]].endswith("blacklist nouveau\noptions nouveau modeset=0\n")
+    assert files(plan(node(), blacklist_nouveau=False))[kd.FILES["blacklist"]] is None
+
+
+@pytest.mark.parametrize(("left", "right", "sign"), [
+    ("535.309.01-0+deb12u1", "535.261.03-1", 1),
+    ("535.261.03-1", "535.261.03-1~deb12u1", 1),
+    ("1:535.1-1", "999.1-1", 1),
+    ("550.54.14-1", "550.54.14-1", 0),
+    ("550.9-1", "550.10-1", -1),
+    ("1.0~rc1", "1.0", -1),
+])
+def test_debian_version_order(left, right, sign):
+    result = kd.deb_version_compare(left, right)
+    assert (result > 0) - (result < 0) == sign
+
+
+def test_offered_versions_are_sorted_newest_first():
+    result = plan(node(packages={"offered": ["535.261.03-1", "535.309.01-0+deb12u1", "535.261.03-1"]}))
+    assert result["offered"] == BOOKWORM and result["target"] == BOOKWORM[0]
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def test_distro_source_adds_only_the_missing_components():
+    result = plan(node())
+    text = files(result)[kd.FILES["distro_sources"]]
+    assert [e["components"] for e in result["missing_components"]] == [["contrib", "non-free"]] * 3
+    assert "Suites: bookworm-security\nComponents: contrib non-free\n" in text
+    assert "URIs: http://deb.debian.org/debian-security\nSuites: bookworm-security" in text
+
+
+def test_distro_source_removed_when_the_node_has_every_component():
+    complete = {"/etc/apt/sources.list.d/debian.sources": (
+        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates bookworm-security\n"
+        "Components: main contrib non-free non-free-firmware\n")}
+    result = plan(node(apt_sources=complete))
+    assert result["missing_components"] == [] and files(result)[kd.FILES["distro_sources"]] is None
+
+
+def test_the_roles_own_source_file_does_not_count():
+    own = {**STOCK_BOOKWORM, kd.FILES["distro_sources"]: (
+        "Types: deb\nURIs: http://x\nSuites: bookworm bookworm-updates bookworm-security\n"
+        "Components: contrib non-free non-free-firmware\n")}
+    assert len(plan(node(apt_sources=own))["missing_components"]) == 3
+
+
+def test_every_file_is_0644_and_written_by_the_project():
+    for entry in plan(node(), source="cuda_repo")["files"]:
+        assert entry["mode"] == "0644"
+        assert entry["content"] is None or entry["content"].startswith("# Written by kube-gpu-nodes (nvidia_driver).")
+
+
+# --- render assumptions ---------------------------------------------------------------------------
+
+
+def test_render_with_only_the_os_assumes_and_says_so():
+    result = plan()
+    assert result["target"] == "535.*"
+    assert "Pin: version 535.*" in files(result)[kd.FILES["apt_pin"]]
+    said = " | ".join(result["assumed"])
+    for words in ("no GPU facts recorded", "x86_64 assumed", "pinned as 535.*", "apt sources were not recorded",
+                  "<running kernel>", "no package state recorded"):
+        assert words in said
+    assert len(result["missing_components"]) == 3
+
+
+def test_host_plan_has_the_section():
+    section = host_plan({"nvidia_driver": INPUTS}, {"nvidia_driver": {"os": OS["Ubuntu-24"]}})["nvidia_driver"]
+    assert section["platform"] == "Ubuntu-24"
+
+
+# --- runfile and dnf ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "target", "args"), [
+    ("NVIDIA-Linux-x86_64-535.216.01.run", "535.216.01", ["--silent", "--dkms", "--no-questions", "--ui=none"]),
+    ("cuda_10.2.89_440.33.01_linux.run", "440.33.01", ["--silent", "--driver"]),
+])
+def test_runfile_names_and_flags(name, target, args):
+    result = kd.runfile_plan({**INPUTS, "runfile_url": f"http://mirror/{name}", "runfile_extra_args": ["-x"]}, "")
+    assert result["target"] == target and result["args"] == [*args, "-x"]
+    assert result["installer"] == f"/var/tmp/{name}" and result["due"] is True
+    assert kd.runfile_plan({**INPUTS, "runfile_path": f"/srv/{name}"}, target)["due"] is False
+
+
+def test_runfile_open_modules_flag():
+    result = kd.runfile_plan({**INPUTS, "kernel_module": "open", "runfile_path": "/x/NVIDIA-Linux-x86_64-570.1.run"},
+                             "")
+    assert result["args"][-1] == "--kernel-module-type=open"
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    ({}, "needs exactly one of"),
+    ({"runfile_url": "http://a/NVIDIA-Linux-x86_64-535.1.run", "runfile_path": "/b"}, "needs exactly one of"),
+    ({"runfile_url": "ftp://a/NVIDIA-Linux-x86_64-535.1.run"}, "is not an http"),
+    ({"runfile_path": "/srv/driver.run"}, "cannot tell the driver version"),
+])
+def test_runfile_refusals(inputs, message):
+    with pytest.raises(KgnError, match=message):
+        kd.runfile_plan({**INPUTS, **inputs}, "")
+
+
+def rhel(packages=None, **inputs):
+    observed = {"os": OS["RedHat-9"], "architecture": "x86_64", "kernel": "5.14.0-427.el9.x86_64",
+                "initramfs_tools": ["dracut"], "gpu": {}, "driver": {"present": False, "owned": True},
+                "packages": {"installed": "", "held": [], "present": [], "stack": [], "locked": [], **(packages or {})}}
+    return kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "550", **inputs}, observed)
+
+
+def test_dnf_fresh_install_plan():
+    result = rhel()
+    assert result["specs"] == ["nvidia-driver", "nvidia-driver-cuda", "nvidia-persistenced"]
+    assert result["missing"] == result["specs"] and result["target"] == "550.*"
+    assert result["headers_missing"] is True and result["headers_package"] == "kernel-devel-5.14.0-427.el9.x86_64"
+    assert result["hold_changes"] == {"hold": ["nvidia-*", "kmod-nvidia-*", "libnvidia-*", "dkms-nvidia"],
+                                      "unhold": []}
+    assert result["module_changes"] is True
+
+
+def test_dnf_installed_and_locked_is_a_no_op():
+    done = {"installed": "550.90.07", "held": ["nvidia-driver"], "locked": ["nvidia-driver-3:550.90.07-1.el9.*"],
+            "present": ["nvidia-driver=550.90.07", "nvidia-driver-cuda=550.90.07", "nvidia-persistenced=550.90.07",
+                        "kernel-devel-5.14.0-427.el9.x86_64=installed"]}
+    result = rhel(done)
+    assert result["missing"] == [] and result["hold_changes"] == {"hold": [], "unhold": []}
+    assert result["target"] == "550.90.07" and result["module_changes"] is False
+
+
+def test_dnf_exact_version_and_planned_upgrade():
+    locked = {"installed": "550.90.07", "held": ["nvidia-driver"], "locked": ["nvidia-driver-3:550.90.07-1.el9.*"],
+              "present": ["nvidia-driver=550.90.07"]}
+    with pytest.raises(KgnError, match=r"held at 550\.90\.07"):
+        rhel(locked, version="550.127.05")
+    result = rhel(locked, version="550.127.05", allow_upgrade=True)
+    assert result["specs"] == ["nvidia-driver-550.127.05", "nvidia-driver-cuda-550.127.05",
+                               "nvidia-persistenced-550.127.05"]
+    assert result["release"] == result["versionlock_patterns"] and result["upgrade"] is True
+
+
+def test_dnf_hold_false_deletes_the_locks():
+    locked = {"installed": "550.90.07", "locked": ["nvidia-driver-3:550.90.07-1.el9.*"],
+              "present": ["nvidia-driver=550.90.07", "nvidia-driver-cuda=550.90.07", "nvidia-persistenced=550.90.07"]}
+    assert rhel(locked, hold=False)["hold_changes"]["unhold"] == ["nvidia-*", "kmod-nvidia-*", "libnvidia-*",
+                                                                  "dkms-nvidia"]
+
+
+def test_stack_excludes_the_container_toolkit():
+    assert kd.is_stack_package("libnvidia-ml1") and kd.is_stack_package("firmware-nvidia-gsp")
+    for name in ("nvidia-container-toolkit", "libnvidia-container1", "nvidia-docker2", "bash"):
+        assert not kd.is_stack_package(name)
+
+
+# --- the module: parsers ----------------------------------------------------------------------------
+
+
+def test_os_release_parser():
+    text = 'PRETTY_NAME="Rocky Linux 9.3"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n'
+    assert mod.os_release(text) == {"id": "rocky", "version_id": "9.3", "id_like": "rhel centos fedora"}
+
+
+@pytest.mark.parametrize(("text", "version"), [
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build\n", "550.54.14"),
+    ("", ""),
+])
+def test_kernel_module_version(text, version):
+    assert mod.kernel_module_version(text) == version
+
+
+def test_dry_run_report():
+    text = ("The following NEW packages will be installed:\n  nvidia-driver nvidia-smi\n  libcuda1\n"
+            "0 upgraded, 3 newly installed, 0 to remove and 0 not upgraded.\nNeed to get 255 MB of archives.\n"
+            "After this operation, 845 MB of additional disk space will be used.\nAbort.\n")
+    report = mod.dry_run_report(text)
+    assert report["download"] == "Need to get 255 MB of archives."
+    assert report["disk"].startswith("After this operation, 845 MB")
+    assert report["packages"] == ["libcuda1", "nvidia-driver", "nvidia-smi"]
+
+
+def test_lists_older_than_an_hour_or_than_a_source_file_are_stale(tmp_path, monkeypatch):
+    lists, source = tmp_path / "lists", tmp_path / "kgn-nvidia-driver.sources"
+    lists.mkdir()
+    source.write_text("Types: deb\n")
+    monkeypatch.setattr(mod, "APT_LISTS", (str(lists),))
+    minute_ago = time.time() - 60
+    os.utime(lists, (minute_ago, minute_ago))
+    assert mod.lists_stale([str(source)])  # written after the last refresh (a run that stopped there)
+    os.utime(source, (minute_ago - 10, minute_ago - 10))
+    assert not mod.lists_stale([str(source)])
+    os.utime(lists, (minute_ago - 7200, minute_ago - 7200))
+    assert mod.lists_stale([str(source)])
+
+
+def test_locked_names():
+    assert mod._locked_names(["nvidia-driver-3:550.90.07-1.el9.*", "kmod-nvidia-latest-dkms-3:550.90.07-1.el9.*"]) \
+        == ["kmod-nvidia-latest-dkms", "nvidia-driver"]
+
+
+# --- the module: command sequences ------------------------------------------------------------------
+
+
+class FakeModule:
+    """run_command answers from a table of (argv prefix -> (rc, out, err)); every call is recorded."""
+
+    TOOLS = ("apt-get", "apt-mark", "apt-cache", "dpkg-query", "dpkg", "systemctl", "dnf", "rpm", "sh",
+             "update-initramfs", "dracut")
+
+    def __init__(self, answers=None, check_mode=False, tools=TOOLS):
+        self.answers, self.check_mode, self.tools, self.calls = answers or {}, check_mode, tools, []
+        self.params = {}
+
+    def get_bin_path(self, name):
+        return f"/usr/bin/{name}" if name in self.tools else None
+
+    def run_command(self, argv, **_):
+        argv = argv[2:] if argv[0] == "timeout" else argv
+        self.calls.append(argv)
+        for prefix, answer in self.answers.items():
+            if tuple(argv[:len(prefix)]) == prefix:
+                return answer(self) if callable(answer) else answer
+        return 0, "", ""
+
+    def ran(self, *prefix):
+        return any(c[:len(prefix)] == list(prefix) for c in self.calls)
+
+    def commands(self, *firsts):
+        return [c for c in self.calls if c[0] in firsts]
+
+
+@pytest.fixture
+def quiet_node(monkeypatch, tmp_path):
+    """No file of the test machine is read or written: pending files, writes and the event log are recorded."""
+    written, events = [], []
+    monkeypatch.setattr(mod.change, "pending", lambda changes: [dict(c, before=None) for c in changes
+                                                                if c.get("content") is not None])
+    monkeypatch.setattr(mod.change, "write", lambda todo, *a, **k: written.extend(t["path"] for t in todo) or [])
+    monkeypatch.setattr(mod.devices, "nvidia_device_nodes", list)
+    monkeypatch.setattr(mod, "log_event", lambda path, text: events.append(text))
+    monkeypatch.setattr(mod, "lists_stale", lambda sources: True)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("")
+    monkeypatch.setattr(mod, "NVIDIA_SMI", str(smi))
+    return {"written": written, "events": events, "smi": smi}
+
+
+def _dpkg_rows(rows):
+    return "".join(f"ii |{name}|{version}\n" for name, version in rows.items())
+
+
+def test_apt_fresh_install_sequence(quiet_node):
+    after = {"nvidia-driver": BOOKWORM[0], "nvidia-smi": BOOKWORM[0], "libcuda1": BOOKWORM[0],
+             "firmware-nvidia-gsp": BOOKWORM[0]}
+    fake = FakeModule({
+        ("dpkg-query", "-W"): lambda f: (0, _dpkg_rows(after) if f.ran("apt-get", "install", "-y") else "", ""),
+        ("apt-cache", "madison"): (0, "".join(f" nvidia-driver | {v} | http://deb.debian.org x\n" for v in BOOKWORM),
+                                   ""),
+        ("apt-get", "-o", "Debug::NoLocking=1"): (1, "Need to get 255 MB of archives.\nAbort.\n", ""),
+        ("apt-get", "install", "-y"): (0, "Unpacking nvidia-driver ...\nSetting up nvidia-driver ...\n", ""),
+        ("systemctl", "show"): (0, "LoadState=loaded\nActiveState=inactive\nUnitFileState=enabled\n", ""),
+    })
+    inputs = {**INPUTS, "kernel_headers": False, "persistenced_start": False}
+    observed = node(packages={"offered": []})  # stale lists: the version is chosen after the refresh
+    run = mod.Run(fake, inputs, observed, kd.driver_plan(inputs, observed))
+    run.apply_apt()
+    run.kernel_side()
+    run.persistenced()
+    run.request_reboot()
+    apt = [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] != "showhold"]
+    assert apt[0] == ["apt-get", "update", "-q"]
+    assert apt[1][:5] == ["apt-get", "-o", "Debug::NoLocking=1", "install", "--assume-no"]
+    install = apt[2]
+    assert install[:3] == ["apt-get", "install", "-y"] and "--no-install-recommends" in install
+    assert "--allow-downgrades" not in install
+    assert install[-6:] == [f"{p}={BOOKWORM[0]}" for p in DISTRO[("Debian-12", "proprietary")][:5]] + [
+        "nvidia-persistenced"]
+    assert apt[3] == ["apt-mark", "hold", "firmware-nvidia-gsp", "libcuda1", "nvidia-driver", "nvidia-smi"]
+    assert len(apt) == 4
+    assert quiet_node["written"] == [kd.FILES["distro_sources"], kd.FILES["apt_pin"], kd.FILES["blacklist"]]
+    assert quiet_node["events"] == [f"installed nvidia-driver={BOOKWORM[0]} (was absent)",
+                                    f"reboot-requested: kernel module changed to {BOOKWORM[0]}"]
+    assert run.download == "Need to get 255 MB of archives." and run.module_changed
+    assert fake.commands("update-initramfs") == [["update-initramfs", "-u"]]  # the blacklist changed
+
+
+def test_apt_planned_upgrade_releases_then_allows_downgrades(quiet_node):
+    stack = {"nvidia-driver": "535.261.03-1", "nvidia-smi": "535.261.03-1"}
+    fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows(stack), ""),
+                       ("apt-cache", "madison"): (0, f" nvidia-driver | {BOOKWORM[0]} | x\n", ""),
+                       ("apt-mark", "showhold"): lambda f: (0, "" if f.ran("apt-mark", "unhold")
+                                                            else "nvidia-driver\nnvidia-smi\n", ""),
+                       ("apt-get", "install", "-y"): (0, "Unpacking x\n", "")})
+    observed = node(packages={"installed": "535.261.03-1", "held": ["nvidia-driver", "nvidia-smi"],
+                              "stack": sorted(stack), "present": [f"{n}={v}" for n, v in stack.items()]})
+    inputs = {**INPUTS, "version": "535.309.01", "allow_upgrade": True, "kernel_headers": False}
+    run = mod.Run(fake, inputs, observed, kd.driver_plan(inputs, observed))
+    run.apply_apt()
+    apt = [c for c in fake.calls if c[0] == "apt-mark" and c[1] != "showhold"]
+    assert apt[0] == ["apt-mark", "unhold", "nvidia-driver", "nvidia-smi"]
+    assert apt[-1] == ["apt-mark", "hold", "nvidia-driver", "nvidia-smi"]  # released above, held again
+    install = next(c for c in fake.calls if c[:3] == ["apt-get", "install", "-y"])
+    assert "--allow-downgrades" in install and f"nvidia-driver={BOOKWORM[0]}" in install
+    assert quiet_node["events"] == [f"installed nvidia-driver={BOOKWORM[0]} (was 535.261.03-1)"]
+
+
+def test_apt_no_op_runs_nothing_that_changes(quiet_node, monkeypatch):
+    versions = {p: BOOKWORM[0] for p in DISTRO[("Debian-12", "proprietary")][:5]}
+    versions["nvidia-persistenced"] = "535.171.04-1~deb12u1"
+    fake = FakeModule({("systemctl", "show"): (0, "LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n",
+                                               "")})
+    observed = node(packages={"installed": BOOKWORM[0], "held": sorted(versions), "stack": sorted(versions),
+                              "versions": versions, "present": [f"{n}={v}" for n, v in versions.items()]
+                              + ["linux-headers-6.1.0-18-amd64=6.1.76-1"]})
+    monkeypatch.setattr(mod.change, "pending", lambda changes: [])  # every file already in place
+    run = mod.Run(fake, INPUTS, observed, kd.driver_plan(INPUTS, observed))
+    run.apply_apt()
+    run.kernel_side()
+    run.persistenced()
+    assert not run.changed
+    assert [c for c in fake.calls if c[0] in ("apt-get", "apt-mark")] == []
+    assert fake.commands("dpkg") == [["dpkg", "--verify", *sorted(versions)]]
+
+
+def test_apt_repair_reinstalls_at_the_installed_version(quiet_node):
+    quiet_node["smi"].unlink()
+    versions = {"nvidia-smi": BOOKWORM[0], "nvidia-driver": BOOKWORM[0]}
+    fake = FakeModule({("dpkg-query", "-S", "*/nvidia-smi"): (0, "nvidia-smi: /usr/lib/nvidia/current/nvidia-smi\n"
+                                                                 "nvidia-smi: /usr/share/doc/nvidia-smi\n", ""),
+                       ("dpkg-query", "-W"): (0, _dpkg_rows(versions), "")})
+    observed = node(packages={"installed": BOOKWORM[0], "held": sorted(versions), "stack": sorted(versions),
+                              "versions": versions, "present": [f"{n}={v}" for n, v in versions.items()]})
+    inputs = {**INPUTS, "kernel_headers": False}
+    plan_ = kd.driver_plan(inputs, observed)
+    plan_["missing"] = []
+
+    class Restores(FakeModule):
+        def run_command(self, argv, **kw):
+            if "--reinstall" in argv:
+                quiet_node["smi"].write_text("")
+            return super().run_command(argv, **kw)
+
+    fake.__class__ = Restores
+    run = mod.Run(fake, inputs, observed, plan_)
+    run.apt_repair(versions)
+    reinstall = next(c for c in fake.calls if "--reinstall" in c)
+    assert reinstall[-1] == f"nvidia-smi={BOOKWORM[0]}"
+    assert run.repaired == [f"nvidia-smi: {quiet_node['smi']} missing; reinstalled nvidia-smi={BOOKWORM[0]}"]
+    assert quiet_node["events"] == [f"reinstalled nvidia-smi={BOOKWORM[0]} (missing {quiet_node['smi']})"]
+
+
+def test_check_mode_changes_nothing_and_tells_what_would(quiet_node):
+    fake = FakeModule({("apt-get", "-o", "Debug::NoLocking=1"): (1, "Need to get 255 MB of archives.\n", "")},
+                      check_mode=True)
+    observed = node()
+    run = mod.Run(fake, INPUTS, observed, kd.driver_plan(INPUTS, observed))
+    run.apply_apt()
+    run.kernel_side()
+    run.request_reboot()
+    changing = [c for c in fake.calls if c[:2] in (["apt-get", "install"], ["apt-get", "update"])
+                or (c[0] == "apt-mark" and c[1] != "showhold")]
+    assert changing == [] and quiet_node["written"] == [] and quiet_node["events"] == []
+    said = " | ".join(run.actions)
+    for words in ("wrote /etc/apt/sources.list.d/kgn-nvidia-driver.sources", "refreshed the package lists",
+                  f"installed nvidia-driver={BOOKWORM[0]}", "apt-mark hold", "linux-headers-6.1.0-18-amd64"):
+        assert words in said
+    assert run.module_changed and run.download == "Need to get 255 MB of archives."
+    assert any(d.get("after_header") == "driver packages" for d in run.diff)
+
+
+def rpm_node(packages=None):
+    return {"os": OS["RedHat-9"], "architecture": "x86_64", "kernel": "5.14.0-427.el9.x86_64", "secure_boot": False,
+            "initramfs_tools": ["dracut"], "gpu": {}, "driver": {"present": False, "owned": True}, "files": {},
+            "packages": {"installed": "", "held": [], "present": [], "stack": [], "locked": [], "versions": {},
+                         **(packages or {})}}
+
+
+def test_dnf_fresh_install_sequence(quiet_node):
+    answers = {("rpm", "-q", "--qf"): (0, "nvidia-driver=550.90.07\n", "")}
+    fake = FakeModule(answers)
+    inputs = {**INPUTS, "source": "cuda_repo", "branch": "550"}
+    run = mod.Run(fake, inputs, rpm_node(), kd.driver_plan(inputs, rpm_node()))
+    run.apply_dnf()
+    run.kernel_side()
+    run.request_reboot()
+    dnf = [c for c in fake.commands("dnf") if c[1] != "-q"]  # not the read-only versionlock list
+    assert dnf[0] == ["dnf", "install", "-y", "kernel-devel-5.14.0-427.el9.x86_64"]
+    assert dnf[1] == ["dnf", "install", "-y", "--setopt=install_weak_deps=False", "@nvidia-driver:550-dkms/default",
+                      "nvidia-driver", "nvidia-driver-cuda", "nvidia-persistenced"]
+    assert dnf[2] == ["dnf", "versionlock", "add", "nvidia-*", "kmod-nvidia-*", "libnvidia-*", "dkms-nvidia"]
+    assert len(dnf) == 3
+    assert quiet_node["written"] == [kd.FILES["cuda_yum_repo"], kd.FILES["blacklist"]]
+    assert fake.commands("dracut") == [["dracut", "-f"]]
+    assert quiet_node["events"] == ["installed nvidia-driver=550.90.07 (was absent)",
+                                    "reboot-requested: kernel module changed to 550.90.07"]
+
+
+def test_dnf_planned_upgrade_deletes_the_locks_first(quiet_node):
+    fake = FakeModule({("rpm", "-q", "--qf"): (0, "nvidia-driver=550.127.05\n", "")})
+    locked = {"installed": "550.90.07", "held": ["nvidia-driver"], "locked": ["nvidia-driver-3:550.90.07-1.el9.*"],
+              "present": ["nvidia-driver=550.90.07", "kernel-devel-5.14.0-427.el9.x86_64=installed"]}
+    inputs = {**INPUTS, "source": "cuda_repo", "branch": "550", "version": "550.127.05", "allow_upgrade": True}
+    run = mod.Run(fake, inputs, rpm_node(locked), kd.driver_plan(inputs, rpm_node(locked)))
+    run.apply_dnf()
+    dnf = [c for c in fake.commands("dnf") if c[1] != "-q"]  # not the read-only versionlock list
+    assert dnf[0][:3] == ["dnf", "versionlock", "delete"]
+    assert dnf[1][-3:] == ["nvidia-driver-550.127.05", "nvidia-driver-cuda-550.127.05",
+                           "nvidia-persistenced-550.127.05"]
+    assert dnf[2][:3] == ["dnf", "versionlock", "add"]
+    assert run.module_changed and quiet_node["events"][0] == "installed nvidia-driver=550.127.05 (was 550.90.07)"
+
+
+def test_runfile_sequence(quiet_node, tmp_path, monkeypatch):
+    installer = tmp_path / "NVIDIA-Linux-x86_64-535.216.01.run"
+    installer.write_text("#!/bin/sh\n")
+    inputs = {**INPUTS, "source": "runfile", "runfile_path": str(installer)}
+    plan_ = kd.driver_plan(inputs, node())
+    plan_["runfile"]["installer"] = str(installer)
+    fake = FakeModule()
+    run = mod.Run(fake, inputs, node(), plan_)
+    run.apply_runfile()
+    run.request_reboot()
+    assert fake.commands("sh") == [["sh", str(installer), "--silent", "--dkms", "--no-questions", "--ui=none"]]
+    assert quiet_node["written"] == [kd.FILES["runfile_stamp"]]
+    assert quiet_node["events"][-1] == "reboot-requested: kernel module changed to 535.216.01"
+    again = mod.Run(FakeModule(), inputs, node(runfile_installed="535.216.01"),
+                    kd.driver_plan(inputs, node(runfile_installed="535.216.01")))
+    again.apply_runfile()
+    assert not again.changed
