@@ -6,8 +6,8 @@ Filters (documentation in the sidecar ``<filter>.yml`` files):
 - ``scheduler_config``: the complete config document (Policy or KubeSchedulerConfiguration) with the
   given extenders merged into an optional existing config.
 
-Facts are cited by the source keys of ``../shared/reference/version-facts.md`` (section A). Shared code in
-``module_utils/``: ``scheduler_extender.py`` (the neutral extender form and its spellings per format) and
+Facts are cited by the source keys of the project's version facts (section A; docs/scheduler-versions.md).
+Shared code in ``module_utils/``: ``scheduler_extender.py`` (the neutral extender form and its spellings per format) and
 ``scheduler_api.py`` (fields per apiVersion, reading and converting an existing config).
 """
 
@@ -71,7 +71,7 @@ def _minor(kubernetes_version: object, filter_name: str) -> int:
 
 
 def _target_api(minor: int) -> str:
-    """apiVersion suffix generated for a minor (issue 3 item 2; A2b "recommended")."""
+    """apiVersion suffix generated for a minor (A2b "recommended")."""
     if minor <= 18:
         return "policy"
     if minor <= 21:

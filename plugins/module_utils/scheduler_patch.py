@@ -1,4 +1,4 @@
-"""How kube_scheduler_extender patches a running kube-scheduler: pure functions over plain data.
+"""How kube-scheduler is patched to use the generated config: pure functions over plain data.
 
 Filters (documentation in the sidecar ``<filter>.yml`` files):
 
@@ -9,8 +9,8 @@ Filters (documentation in the sidecar ``<filter>.yml`` files):
 - ``scheduler_static_pod``: a kubeadm static pod manifest with the flag, hostPath volume and mount.
 - ``scheduler_flag_value``: the value of a flag in an argv (or None).
 
-The version decisions (which flag, file and document) stay in filter_plugins/scheduler.py; these
-filters only apply them. Role-local because only this role patches kube-scheduler.
+The version decisions (which flag, file and document) stay in scheduler.py; these functions only apply
+them. scheduler_plan.py puts both together for the kgn.gpu_nodes.kube_scheduler module.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import shlex
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 URL_MODES = ("auto", "loopback", "node_ip", "cluster_ip", "url")
-# kube-proxy modes under which a NodePort does not answer on 127.0.0.1 (issue 8 item 5): IPVS binds
+# kube-proxy modes under which a NodePort does not answer on 127.0.0.1: IPVS binds
 # NodePorts to the node's addresses only, nftables mode does not serve localhost NodePorts by design.
 NO_LOOPBACK_NODEPORT = ("ipvs", "nftables")
 CONFIG_FLAGS = ("--config", "--policy-config-file")

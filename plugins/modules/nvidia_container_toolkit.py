@@ -138,7 +138,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, toolkit  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 
 CONCERN = "nvidia_container_toolkit"
 APT_LOCKED = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock|"
@@ -613,7 +613,7 @@ def execute(module, p, inputs, gpg):
         live = live_state(module, plan, binary_state(module))
         module.exit_json(changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=[],
                          would=work.done, would_repair=[r["spec"] for r in plan["repair"]], diff=diff,
-                         ansible_facts=facts)
+                         ansible_facts=recorded(CONCERN, observed, plan, live, bool(work.done), True))
 
     if work.done:
         # what the node shows now, through the same plan: nothing may be left to do
@@ -629,7 +629,8 @@ def execute(module, p, inputs, gpg):
             changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=work.repaired, diff=diff,
             ansible_facts=facts)
     module.exit_json(changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=work.repaired,
-                     done=work.done, diff=diff, ansible_facts=facts)
+                     done=work.done, diff=diff,
+                     ansible_facts=recorded(CONCERN, observed, after, live, bool(work.done), False, work.repaired))
 
 
 if __name__ == "__main__":

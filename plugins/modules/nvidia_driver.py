@@ -249,7 +249,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import (  # noqa
     parse_nvidia_smi_xml,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 
 INPUTS = ("source", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
           "debian_mirror", "debian_security_mirror", "ubuntu_mirror", "ubuntu_security_mirror", "cuda_repo_base_url",
@@ -972,7 +972,6 @@ def main():
         module.exit_json(changed=False, observed=observed, live=live, owned=owned, repaired=[], download="",
                          reboot_required=False, gpu=gpu)
 
-    facts = {"kgn_observed_nvidia_driver": observed}
     try:
         plan = host_plan({"nvidia_driver": inputs}, {"nvidia_driver": observed})["nvidia_driver"]
     except KgnError as err:
@@ -1003,7 +1002,9 @@ def main():
     module.exit_json(changed=run.changed, plan=plan, observed=observed, live=live, owned=owned,
                      repaired=run.repaired if not run.check else [], would_repair=run.repaired if run.check else [],
                      actions=run.actions, download=run.download, disk=run.disk, installs=run.installs,
-                     reboot_required=reboot, gpu=gpu, diff=diff, ansible_facts=facts)
+                     reboot_required=reboot, gpu=gpu, diff=diff,
+                     ansible_facts=recorded("nvidia_driver", observed, plan, {**live, "gpu": gpu}, run.changed,
+                                            run.check, run.repaired))
 
 
 if __name__ == "__main__":

@@ -73,3 +73,12 @@ def test_standin_scheduler_is_healthy_with_the_new_flags(host):
     log = host.file("/var/lib/kubelet-standin/kube-scheduler.log").content_string
     last_run = log.rsplit("--- stand-in kubelet: start", 1)[1]
     assert f"using config {CONFIG} (kubescheduler.config.k8s.io/v1), 1 extender(s)" in last_run
+
+
+def test_side_effect_left_no_restart_annotation_and_a_copy_of_the_removed_config(host):
+    """side_effect.yml recreated the pod with kube-gpu-nodes/restarted-at, took the scheduler back to kubeadm's
+    command (which drops our annotations) and converged again."""
+    pod, _ = _container(host)
+    assert list(pod["metadata"]["annotations"]) == ["kube-gpu-nodes/scheduler-config-sha256"]
+    backups = host.run("ls -A /etc/kubernetes/kgn-backups").stdout.split()
+    assert any(name.startswith("scheduler-policy-config.yaml.") for name in backups)

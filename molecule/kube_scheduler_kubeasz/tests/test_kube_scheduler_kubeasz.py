@@ -61,3 +61,11 @@ def test_standin_scheduler_is_healthy_on_the_secure_port(host):
     assert host.check_output(HEALTHZ) == "ok"
     journal = host.check_output("journalctl -u kube-scheduler.service -o cat --no-pager")
     assert f"using config {CONFIG} (kubescheduler.config.k8s.io/v1beta3), 1 extender(s)" in journal
+
+
+def test_side_effect_removal_left_copies_of_what_it_removed(host):
+    """side_effect.yml took the scheduler back to kubeasz's command (and then converged again): the drop-in and
+    the config it removed are in the backup folder."""
+    backups = host.run("ls -A /etc/kubernetes/kgn-backups").stdout.split()
+    assert any(name.startswith("90-kube-gpu-nodes-scheduler-config.conf.") for name in backups)
+    assert any(name.startswith("scheduler-policy-config.yaml.") for name in backups)
