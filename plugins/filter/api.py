@@ -12,4 +12,5 @@ class FilterModule:
     def filters(self) -> dict:
         return wrap({
             "api_nodes": api.api_nodes,
+            "api_host": api.api_host,
         })

@@ -11,8 +11,5 @@ class FilterModule:
 
     def filters(self) -> dict:
         return wrap({
-            "node_labels": labels.node_labels,
-            "node_gpu_problems": labels.node_gpu_problems,
-            "node_label_patch": labels.node_label_patch,
             "kubelet_node_labels": labels.kubelet_node_labels,
         })

@@ -14,7 +14,5 @@ class FilterModule:
             "stack_catalog": stacks.stack_catalog,
             "stack_extenders": stacks.stack_extenders,
             "stack_problems": stacks.stack_problems,
-            "stack_image": stacks.stack_image,
-            "secondary_scheduler": stacks.secondary_scheduler,
-            "stack_service_urls": stacks.stack_service_urls,
+            "stacks_plan": stacks.stacks_plan,
         })

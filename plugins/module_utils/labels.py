@@ -1,11 +1,14 @@
 """GPU node labels: what a node should carry, and the patch that gets it there safely.
 
-Filters:
+Functions (the labels_plan's parts; kubelet_node_labels is also a filter):
   node_labels          desired labels from gpu_facts (the gpu_facts module result) + the node's stacks
   node_gpu_problems    what the node's GPUs cannot do for the chosen stacks (MPS on pre-Volta ...)
   node_label_patch     merge patch from desired + current labels/annotations: removes only labels
                            this project set before (recorded in an annotation), never anyone else's
   kubelet_node_labels  the same labels as a kubelet --node-labels value, for nodes not joined yet
+
+Section of the host plan (plan.SECTIONS "node_labels"):
+  labels_plan          every node an API server serves: its desired labels, the patch, or why not
 
 GPU tables are not repeated here: product -> architecture, accelerator value and the GPU Feature
 Discovery labels come from nvidia.py (the driver engineer's filters), stack selectors from the
@@ -198,3 +201,163 @@ def kubelet_node_labels(labels):
         )
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
+
+
+# Labels derived from the GPU facts (GPU Feature Discovery style, the model label, Volta MPS), as opposed
+# to the stacks' selector labels; with unknown GPU facts these are neither set nor removed.
+_GPU_LABELS = ("accelerator", VOLTA_MPS_LABEL, "nvidia.com/mig.capable")
+_GPU_LABEL_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/cuda.")
+_SHARING_LABELS = ("nvidia.com/gpu.sharing-strategy", "nvidia.com/mps.capable")
+NODE_DEFAULTS = {
+    "node_name": None,  # the inventory name
+    "gpu_facts": {},
+    "stacks": [],
+    "sharing": "none",
+    "gpushare_mps": False,
+    "require_gpu": True,
+    "extra": {},
+    "overwrite_foreign": False,
+}
+# What happens to a node: a patch is sent, nothing to send, or why nothing could be sent.
+STATUSES = ("patch", "unchanged", "render", "not registered", "api unreachable", "refused")
+
+
+def _stack_label_keys():
+    keys = set(_SHARING_LABELS)
+    for entry in stack_catalog.stack_catalog().values():
+        keys.update(entry["node_labels"])
+    return keys
+
+
+def _gpu_derived(key):
+    return (key in _GPU_LABELS or key.startswith(_GPU_LABEL_PREFIXES)) and key not in _stack_label_keys()
+
+
+def _node_settings(host, settings):
+    if not isinstance(settings, dict):
+        raise KgnError(f"{host}: the node's settings must be a mapping, got {type(settings).__name__}")
+    unknown = sorted(set(settings) - set(NODE_DEFAULTS))
+    if unknown:
+        raise KgnError(f"{host}: unknown node setting(s) {', '.join(unknown)}; accepted: {', '.join(NODE_DEFAULTS)}")
+    merged = {**NODE_DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
+    merged["node_name"] = merged["node_name"] or host
+    if not isinstance(merged["node_name"], str):
+        raise KgnError(f"{host}: gpu_node_labels_node_name must be the Kubernetes node name (a string), "
+                       f"got {merged['node_name']!r}")
+    for key in ("gpushare_mps", "require_gpu", "overwrite_foreign"):
+        if not isinstance(merged[key], bool):
+            raise KgnError(f"{host}: gpu_node_labels setting {key} must be true or false, got {merged[key]!r}")
+    if merged["sharing"] not in SHARING_MODES:
+        raise KgnError(f"{host}: the device plugin sharing mode is {merged['sharing']!r}; accepted: "
+                       f"{', '.join(SHARING_MODES)}")
+    if not isinstance(merged["gpu_facts"], dict):
+        raise KgnError(f"{host}: the GPU facts must be the gpu_facts module result (a mapping), "
+                       f"got {type(merged['gpu_facts']).__name__}")
+    _check_labels(merged["extra"], f"{host}: gpu_node_labels_extra")
+    return merged
+
+
+def _managed_keys(node):
+    recorded = (node.get("annotations") or {}).get(MANAGED_ANNOTATION) or ""
+    return {k for k in str(recorded).split(",") if k}
+
+
+def _desired(host, s, node, assumed):
+    """Desired labels of one node; without GPU facts only the stack labels (GPU labels are unknown)."""
+    facts = s["gpu_facts"]
+    if "gpus" in facts:
+        desired = node_labels(facts, s["stacks"], s["sharing"], s["require_gpu"])
+    else:
+        desired = {k: v for k, v in node_labels({"gpus": []}, s["stacks"], s["sharing"], False).items()
+                   if k != "nvidia.com/gpu.present"}
+        labels = (node or {}).get("labels") or {}
+        kept = {k: labels[k] for k in sorted(_managed_keys(node or {})) if _gpu_derived(k) and k in labels}
+        desired = {**kept, **desired}
+        assumed.append(
+            "no GPU facts (kgn_observed_nvidia_driver.gpu or gpu_node_labels_gpu_facts), so its GPU labels "
+            "(nvidia.com/gpu.present, product, count ...) are unknown: none are set"
+            + (f"; the {len(kept)} this project set before are kept" if kept else "")
+            + "; only its stack labels are planned"
+        )
+    desired.update(s["extra"])
+    return desired
+
+
+def _node_plan(host, settings, api, listed, duplicates):
+    entry = {"node_name": host, "status": "refused", "reason": "", "desired": {}, "patch": {}, "set": {},
+             "removed": [], "foreign": [], "problems": [], "assumed": []}
+    try:
+        s = _node_settings(host, settings)
+        entry["node_name"] = s["node_name"]
+        problems = stack_catalog.stack_problems({host: s["stacks"]}, True)
+        if not problems and "gpus" in s["gpu_facts"]:
+            problems += node_gpu_problems(s["gpu_facts"], s["stacks"], s["sharing"], s["gpushare_mps"])
+        if s["node_name"] in duplicates:
+            problems.append(f"the inventory hosts {' and '.join(duplicates[s['node_name']])} all map to the node "
+                            f"{s['node_name']}; give each its own gpu_node_labels_node_name")
+        if problems:
+            entry.update(problems=problems, reason="; ".join(problems))
+            return entry
+        node = listed.get(s["node_name"])
+        desired = _desired(host, s, node, entry["assumed"])
+        entry["desired"] = desired
+        if api["reachable"] is False:
+            entry.update(status="api unreachable", reason=api["error"] or "the API server did not answer")
+            return entry
+        if api["reachable"] and node is None:
+            entry.update(status="not registered",
+                         reason=f"node {s['node_name']} is not registered with the API server")
+            return entry
+        if api["reachable"] is None:
+            entry["assumed"].append(
+                "the API was not read; the patch is against "
+                + ("the labels recorded by the last run (kgn_observed_node_labels)" if node is not None
+                   else "a node without labels (no kgn_observed_node_labels recorded)"))
+        change = node_label_patch(desired, (node or {}).get("labels"), (node or {}).get("annotations"),
+                                  s["overwrite_foreign"])
+    except KgnError as err:
+        entry.update(problems=[str(err)], reason=str(err))
+        return entry
+    status = "render" if api["reachable"] is None else "patch" if change["patch"] else "unchanged"
+    entry.update(status=status, patch=change["patch"], set=change["set"], removed=change["removed"],
+                 foreign=change["foreign"])
+    return entry
+
+
+def labels_plan(inputs, observed):
+    """The node-labels section of the host plan, for every node one API server serves.
+
+    ``inputs``: ``{"nodes": {inventory host: {node_name, gpu_facts, stacks, sharing, gpushare_mps, require_gpu,
+    extra, overwrite_foreign}}}`` (missing settings take NODE_DEFAULTS). ``observed``: what the API showed,
+    ``{"reachable": true/false, "error": text, "nodes": {node name: {labels, annotations}}}``; ``reachable``
+    missing or null means the API was not read (a render, with the labels recorded by the last run in
+    ``nodes`` where known).
+
+    Returns ``{"api": {reachable, error}, "nodes": {host: {node_name, status, reason, desired, patch, set,
+    removed, foreign, problems, assumed}}, "assumed": [...]}`` with status one of STATUSES: a node whose
+    stacks or GPUs are refused is ``refused`` (nothing is sent for it, the others go on); an API that did not
+    answer or a node it does not know is said per node, never skipped silently. GPU facts without ``gpus``
+    (none recorded) mean unknown GPU labels: nothing GPU-derived is set or removed, and ``assumed`` says so.
+    """
+    if not isinstance(inputs, dict) or not isinstance(inputs.get("nodes"), dict):
+        raise KgnError("labels_plan: inputs must be {'nodes': {inventory host: settings}}")
+    observed = observed or {}
+    if not isinstance(observed, dict):
+        raise KgnError("labels_plan: observed must be a mapping (reachable, error, nodes)")
+    reachable = observed.get("reachable")
+    if reachable not in (None, True, False):
+        raise KgnError(f"labels_plan: observed.reachable must be true, false or null, got {reachable!r}")
+    listed = observed.get("nodes")
+    listed = {} if listed is None else listed
+    if not isinstance(listed, dict):
+        raise KgnError("labels_plan: observed.nodes must map node names to {labels, annotations}")
+    api = {"reachable": reachable, "error": str(observed.get("error") or "")}
+    names = {}
+    for host, settings in inputs["nodes"].items():
+        name = (settings.get("node_name") if isinstance(settings, dict) else None) or host
+        names.setdefault(name, []).append(host)
+    duplicates = {name: sorted(hosts) for name, hosts in names.items() if len(hosts) > 1}
+    nodes = {host: _node_plan(host, settings, api, listed, duplicates)
+             for host, settings in sorted(inputs["nodes"].items())}
+    return {"api": api, "nodes": nodes,
+            "assumed": [f"{host}: {note}" for host, node in nodes.items() for note in node["assumed"]]}

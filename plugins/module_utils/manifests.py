@@ -1,12 +1,13 @@
 """Kubernetes manifest decisions by Kubernetes version, and the NVIDIA device plugin release.
 
-Filters:
+Functions (parts of the stacks plan, stacks.stacks_plan):
   manifest_api           apiVersions (Deployment, DaemonSet, RBAC, CRD, PriorityClass, ...),
                              control-plane labels/taints/tolerations, critical-pod annotation vs
                              priorityClassName, for one Kubernetes version
   manifest_removed_apis  "apiVersion/Kind" pairs no longer served by that version
   device_plugin          the NVIDIA k8s-device-plugin release for a version, its manifest layout
                              and which sharing modes (time-slicing, MPS) it supports
+  manifest_objects       which objects a rendered stack manifest holds (read on the node, no YAML library)
 
 Every fact cites a key of shared/reference/version-facts.md: C = manifest API removals,
 [KEP-2067] = master -> control-plane label and taint, [PR-80342] = critical-pod annotation,
@@ -157,3 +158,52 @@ def device_plugin(kubernetes_version, release=None, registry="nvcr.io/nvidia"):
         "variant": "v0.12" if dp_minor >= 12 else "v0.9",
     }
 
+
+
+_TOP_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9]*):\s*(.*?)\s*$")
+_META_KEY = re.compile(r"^  (name|namespace):\s*(.*?)\s*$")
+
+
+def _scalar(text):
+    text = text.split(" #", 1)[0].strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def manifest_objects(text, path="manifest"):
+    """Which objects a rendered manifest of this project holds: ``[{group, version, kind, name, namespace}]``.
+
+    Reads the block-style YAML the stack templates produce (documents separated by ``---``; ``apiVersion``,
+    ``kind`` and ``metadata`` at the top level; ``name`` and ``namespace`` two spaces into ``metadata``), so a
+    node needs no YAML library; the render tests check it against a YAML parser for every template. A
+    document without apiVersion, kind or metadata.name is refused, naming the file.
+    """
+    if not isinstance(text, str):
+        raise KgnError(f"{path}: the manifest must be text, got {type(text).__name__}")
+    found = []
+    for number, document in enumerate(re.split(r"(?m)^---[ \t]*$", text), start=1):
+        top, meta, in_meta = {}, {}, False
+        for line in document.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            match = _TOP_KEY.match(line)
+            if match:
+                top[match.group(1)] = _scalar(match.group(2))
+                in_meta = match.group(1) == "metadata"
+                continue
+            if in_meta:
+                match = _META_KEY.match(line)
+                if match:
+                    meta[match.group(1)] = _scalar(match.group(2))
+        if not top:
+            continue  # only comments
+        missing = [k for k, v in (("apiVersion", top.get("apiVersion")), ("kind", top.get("kind")),
+                                  ("metadata.name", meta.get("name"))) if not v]
+        if missing:
+            raise KgnError(f"{path}: document {number} has no {', '.join(missing)} (a stack template must give "
+                           f"apiVersion, kind and metadata.name as block YAML)")
+        group, _, version = top["apiVersion"].rpartition("/")
+        found.append({"group": group, "version": version, "kind": top["kind"], "name": meta["name"],
+                      "namespace": meta.get("namespace", "")})
+    return found

@@ -9,11 +9,21 @@ or recorded by the last run. A section lists what it had to assume in ``assumed`
 
 from __future__ import annotations
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import labels_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan import scheduler_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.toolkit import toolkit_plan
 
 SECTIONS = {
     "container_runtime": runtime_plan,
+    "nvidia_driver": driver_plan,
+    "node_labels": labels_plan,
+    "stacks": stacks_plan,
+    "kube_scheduler": scheduler_plan,
+    "nvidia_container_toolkit": toolkit_plan,
 }
 
 
@@ -29,3 +39,23 @@ def host_plan(inputs: object, observed: object = None) -> dict:
     if unknown:
         raise KgnError(f"host_plan: no concern {', '.join(unknown)}; the concerns are {', '.join(SECTIONS)}")
     return {name: SECTIONS[name](settings, observed.get(name) or {}) for name, settings in inputs.items()}
+
+
+def recorded(concern: str, observed: dict, plan: dict, live: dict, changed: bool, check_mode: bool,
+             repaired: list | None = None) -> dict:
+    """The facts a module returns about its concern: ``kgn_observed_<concern>`` (what it read before any
+    change: the input a later render plans from) and ``kgn_state_<concern>`` (its plan and the live state
+    it saw last: what verify judges). In check mode ``changed`` means "would change"."""
+    import time
+
+    return {
+        f"kgn_observed_{concern}": observed,
+        f"kgn_state_{concern}": {
+            "plan": plan,
+            "live": live,
+            "changed": changed,
+            "check_mode": check_mode,
+            "repaired": repaired or [],
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    }

@@ -1,7 +1,7 @@
 """The GPU-sharing stack catalog: the single source of truth for what each stack deploys, selects on
 and needs from kube-scheduler.
 
-Filters:
+Functions (stack_catalog, stack_extenders, stack_problems and stacks_plan are also filters):
   stack_catalog    the catalog entries of the chosen stacks (resources, labels, extender, service)
   stack_extenders  the kube-scheduler extenders of the chosen stacks, in the neutral form the
                        scheduler filters (scheduler.py) take
@@ -10,6 +10,11 @@ Filters:
   stack_service_urls  in-cluster base URLs of the extender Services (for an in-cluster scheduler)
   secondary_scheduler  whether a second, in-cluster kube-scheduler carries the extenders (managed
                        control plane): from gpu_sharing_stacks_secondary_scheduler and the inventory
+
+Section of the host plan (plan.SECTIONS "stacks"):
+  stacks_plan      which templates per stack and variant, the apiVersions, device plugin release, images
+                       and second kube-scheduler for a Kubernetes version, the refusals, and what is removed
+                       (objects and manifest files of what is no longer selected)
 
 Sources (keys from shared/reference/version-facts.md and the seeds):
   gpushare   seeds/gpushare-on-kubeasz-1.23.md, seeds/gpu-sharing-design-policy-json-mps.md
@@ -29,7 +34,11 @@ Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one b
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import re
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import manifests, scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 # The catalog writes unset extender fields as Go zero values ("" verb, 0 weight, 0 timeout), which is
@@ -330,3 +339,359 @@ def stack_image(image, mirror=""):
     has_host = bool(rest) and ("." in first or ":" in first or first == "localhost")
     return f"{mirror.rstrip('/')}/{rest if has_host else image}"
 
+
+# --------------------------------------------------------------------------------------------------
+# The stacks section of the host plan
+
+# Every object this project creates carries these labels; the stack label names its stack ("common" for
+# the namespace, "secondary_scheduler" for the second kube-scheduler). Pruning lists objects by MANAGED_BY.
+MANAGED_BY = {"app.kubernetes.io/managed-by": "kube-gpu-nodes"}
+STACK_LABEL = "kube-gpu-nodes.io/stack"
+MIN_KUBERNETES = (1, 16)  # apps/v1, apiextensions.k8s.io/v1 and priorityClassName only
+SECONDARY_CONFIG_DIR = "/etc/kubernetes/kgn-gpu-scheduler"
+# Whole template per variant (key = stack, then variant), applied in this order: CRDs and RBAC before the
+# workloads that use them.
+TEMPLATES = {
+    "nvidia_device_plugin": {
+        "v0.9-none": ["nvidia_device_plugin/daemonset-v0.9.yml.j2"],
+        "v0.12-none": ["nvidia_device_plugin/daemonset-v0.12.yml.j2"],
+        "v0.12-time-slicing": ["nvidia_device_plugin/config-time-slicing.yml.j2",
+                               "nvidia_device_plugin/daemonset-v0.12-config.yml.j2"],
+        "v0.12-mps": ["nvidia_device_plugin/config-mps.yml.j2", "nvidia_device_plugin/mps-control-daemon.yml.j2",
+                      "nvidia_device_plugin/daemonset-v0.12-config.yml.j2"],
+    },
+    "gpushare": {
+        variant: ["gpushare/extender-rbac.yml.j2", "gpushare/extender-deployment.yml.j2",
+                  "gpushare/extender-service.yml.j2", "gpushare/device-plugin-rbac.yml.j2",
+                  f"gpushare/device-plugin-daemonset-{variant}.yml.j2"]
+        for variant in ("plain", "mps")
+    },
+    "nano_gpu": {"default": ["nano_gpu/scheduler.yml.j2", "nano_gpu/agent.yml.j2"]},
+    "elastic_gpu": {"default": ["elastic_gpu/crd-elasticgpuclaims.yml.j2", "elastic_gpu/crd-elasticgpuclasses.yml.j2",
+                                "elastic_gpu/crd-elasticgpus.yml.j2", "elastic_gpu/crd-gpus.yml.j2",
+                                "elastic_gpu/scheduler.yml.j2", "elastic_gpu/agent.yml.j2"]},
+}
+NAMESPACE_TEMPLATE = "common/namespace.yml.j2"
+SECONDARY_TEMPLATES = ["secondary_scheduler/rbac.yml.j2", "secondary_scheduler/config.yml.j2",
+                       "secondary_scheduler/deployment.yml.j2"]
+# Image keys per stack (gpu_sharing_stacks_images) and the seeds' sample workload images.
+IMAGE_KEYS = {
+    "nvidia_device_plugin": ["nvidia_device_plugin"],
+    "gpushare": ["gpushare_extender", "gpushare_device_plugin"],
+    "nano_gpu": ["nano_gpu_scheduler", "nano_gpu_agent"],
+    "elastic_gpu": ["elastic_gpu_scheduler", "elastic_gpu_agent"],
+}
+SAMPLE_IMAGES = {
+    "nvidia_device_plugin": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
+    "gpushare": "cheyang/gpu-player:v2",
+    "nano_gpu": "nvcr.io/nvidia/cuda:9.0-devel",
+    "elastic_gpu": "nvidia/samples:dcgmproftester-2.0.10-cuda11.0-ubuntu18.04",
+}
+# Removal order: what runs first, then what it uses; custom objects before their CRD, CRDs last.
+REMOVE_ORDER = ("Pod", "Deployment", "DaemonSet", "Service", "ConfigMap", "RoleBinding", "ClusterRoleBinding",
+                "Role", "ClusterRole", "ServiceAccount")
+# Kinds the project creates and prunes (resource.group as kubectl names them); a Namespace is never removed.
+PRUNED_RESOURCES = ("pods", "deployments.apps", "daemonsets.apps", "services", "configmaps", "serviceaccounts",
+                    "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
+                    "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
+                    "customresourcedefinitions.apiextensions.k8s.io")
+STACK_INPUTS = {
+    "kubernetes_version": "", "stacks": [], "namespace": "kube-system",
+    "manifest_dir": "/etc/kubernetes/kube-gpu-nodes/stacks", "device_plugin_release": "", "images": {},
+    "registry_mirror": "", "sharing": "none", "replicas": 4, "gpushare_mps": False, "secondary_scheduler": "auto",
+    "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
+    "samples": False, "manifests": None,
+}
+
+
+def _stack_inputs(inputs):
+    if not isinstance(inputs, dict):
+        raise KgnError(f"stacks_plan: inputs must be a mapping of the gpu_sharing_stacks settings, "
+                       f"got {type(inputs).__name__}")
+    unknown = sorted(set(inputs) - set(STACK_INPUTS))
+    if unknown:
+        raise KgnError(f"stacks_plan: unknown input(s) {', '.join(unknown)}; accepted: {', '.join(STACK_INPUTS)}")
+    merged = {**copy.deepcopy(STACK_INPUTS), **{k: v for k, v in inputs.items() if v is not None}}
+    if not isinstance(merged["manifest_dir"], str) or not merged["manifest_dir"].startswith("/"):
+        raise KgnError(f"gpu_sharing_stacks_manifest_dir must be an absolute folder, got {merged['manifest_dir']!r}")
+    merged["manifest_dir"] = merged["manifest_dir"].rstrip("/") or "/"
+    if not isinstance(merged["images"], dict):
+        raise KgnError(f"gpu_sharing_stacks_images must be a mapping component -> image, got {merged['images']!r}")
+    for key in ("gpushare_mps", "samples"):
+        if not isinstance(merged[key], bool):
+            raise KgnError(f"stacks_plan: {key} must be true or false, got {merged[key]!r}")
+    if isinstance(merged["replicas"], bool) or not isinstance(merged["replicas"], int):
+        raise KgnError(f"gpu_sharing_stacks_device_plugin_replicas must be a whole number, got {merged['replicas']!r}")
+    return merged
+
+
+def _problems(p):
+    problems = stack_problems(p["stacks"], True, False)
+    if p["sharing"] not in ("none", "time-slicing", "mps"):
+        problems.append(f"gpu_sharing_stacks_device_plugin_sharing is {p['sharing']!r}; accepted: none, "
+                        "time-slicing, mps")
+    elif p["sharing"] != "none" and "nvidia_device_plugin" not in (p["stacks"] or []):
+        problems.append(f"gpu_sharing_stacks_device_plugin_sharing is {p['sharing']} but nvidia_device_plugin is "
+                        f"not in gpu_sharing_stacks")
+    if not 2 <= p["replicas"] <= 48:
+        problems.append(f"gpu_sharing_stacks_device_plugin_replicas must be 2-48, got {p['replicas']}")
+    if problems:
+        raise KgnError(f"Nothing was changed. Fix: {'; '.join(problems)}")
+
+
+def _kubernetes(p):
+    version = p["kubernetes_version"]
+    if version in ("", None):
+        raise KgnError("gpu_sharing_stacks_kubernetes_version is not set: set kubernetes_version in the inventory "
+                       "to the cluster's version, quoted, such as \"1.23.1\". Nothing was changed.")
+    api = manifests.manifest_api(version)
+    minor = tuple(int(x) for x in api["kubernetes_minor"].split("."))
+    if minor < MIN_KUBERNETES:
+        raise KgnError(
+            f"gpu_sharing_stacks_kubernetes_version {version} is older than {MIN_KUBERNETES[0]}.{MIN_KUBERNETES[1]}; "
+            f"the stack manifests use apps/v1, apiextensions.k8s.io/v1 and priorityClassName only. Upgrade the "
+            f"cluster first. Nothing was changed.")
+    return api
+
+
+def _device_plugin(p):
+    dp = manifests.device_plugin(p["kubernetes_version"], p["device_plugin_release"] or None)
+    if (p["sharing"] == "time-slicing" and not dp["time_slicing"]) or (p["sharing"] == "mps" and not dp["mps"]):
+        raise KgnError(
+            f"NVIDIA device plugin {dp['release']} does not support {p['sharing']} sharing (time-slicing needs "
+            f"v0.12.0+, MPS v0.15.0+); set gpu_sharing_stacks_device_plugin_release to a newer tag or change "
+            f"gpu_sharing_stacks_device_plugin_sharing. Nothing was changed.")
+    return dp
+
+
+def _images(p, dp):
+    images = {}
+    for stack in p["stacks"]:
+        for key in IMAGE_KEYS[stack]:
+            image = p["images"].get(key) or (dp["image"] if key == "nvidia_device_plugin" else "")
+            if not image:
+                raise KgnError(f"gpu_sharing_stacks_images.{key} is empty, but stack {stack} runs it; set the image "
+                               f"(see roles/gpu_sharing_stacks/defaults/main.yml). Nothing was changed.")
+            images[key] = stack_image(image, p["registry_mirror"])
+    return images
+
+
+def _secondary(p, catalog):
+    enabled = secondary_scheduler(p["secondary_scheduler"], p["control_plane_hosts"]) and any(
+        entry["extender"] for entry in catalog.values())
+    if not enabled:
+        return {"enabled": False}
+    version = p["kubernetes_version"]
+    variant = scheduler.scheduler_variant(version)
+    if variant["format"] == "policy":
+        raise KgnError(
+            f"gpu_sharing_stacks_secondary_scheduler: the second kube-scheduler is configured with a "
+            f"KubeSchedulerConfiguration (Kubernetes 1.19+), but gpu_sharing_stacks_kubernetes_version is {version}, "
+            f"which takes extenders from a Policy file only. Upgrade the cluster, or add the control-plane hosts to "
+            f"kube_control_plane and set gpu_sharing_stacks_secondary_scheduler to false. Nothing was changed.")
+    name = p["secondary_scheduler_name"]
+    image = p["secondary_scheduler_image"]
+    if not image:
+        match = re.match(r"^v?(\d+\.\d+\.\d+)", str(version))
+        if not match:
+            raise KgnError(
+                f"gpu_sharing_stacks_kubernetes_version {version} has no patch release, so the image "
+                f"registry.k8s.io/kube-scheduler:v<version> cannot be named; set kubernetes_version to the control "
+                f"plane's full version (e.g. 1.25.4) or set gpu_sharing_stacks_secondary_scheduler_image. Nothing "
+                f"was changed.")
+        image = f"registry.k8s.io/kube-scheduler:v{match.group(1)}"
+    # Profile and leader election go in as the "existing" config, so the kube-scheduler role's code merges in
+    # the extenders (one source of truth); its own lease, never the cluster scheduler's "kube-scheduler".
+    settings = {
+        "apiVersion": variant["api_version"],
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": True, "resourceLock": "leases", "resourceName": name,
+                           "resourceNamespace": p["namespace"]},
+        "profiles": [{"schedulerName": name}],
+    }
+    extenders = stack_extenders(p["stacks"], stack_service_urls(p["stacks"], p["namespace"]))
+    # kubeconfig "" with in_cluster: the pod's service account (client-go in-cluster config)
+    config = scheduler.scheduler_config(version, extenders, "", settings, True)
+    return {
+        "enabled": True,
+        "name": name,
+        "image": stack_image(image, p["registry_mirror"]),
+        "config": config,
+        "config_dir": SECONDARY_CONFIG_DIR,
+        "config_checksum": hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+    }
+
+
+def _template_stack(template):
+    folder, _, rest = template.partition("/")
+    return rest[: -len(".yml.j2")] if folder == "samples" else folder
+
+
+def _manifest_list(p, dp, secondary):
+    templates = [NAMESPACE_TEMPLATE] if p["namespace"] != "kube-system" else []
+    for stack in p["stacks"]:
+        variant = {"nvidia_device_plugin": f"{dp['variant']}-{p['sharing']}" if dp else "",
+                   "gpushare": "mps" if p["gpushare_mps"] else "plain"}.get(stack, "default")
+        templates += TEMPLATES[stack][variant]
+    if secondary["enabled"]:
+        templates += SECONDARY_TEMPLATES
+    if p["samples"]:
+        templates += [f"samples/{stack}.yml.j2" for stack in p["stacks"]]
+    return [{"path": t[: -len(".j2")], "template": t, "stack": _template_stack(t)} for t in templates]
+
+
+def _ours(obj):
+    labels = obj.get("labels") or {}
+    return all(labels.get(key) == value for key, value in MANAGED_BY.items())
+
+
+def _identity(obj):
+    return (obj["group"], obj["kind"], obj.get("namespace") or "", obj["name"])
+
+
+def _shown(obj):
+    where = f"{obj['namespace']}/" if obj.get("namespace") else ""
+    return f"{obj['kind']} {where}{obj['name']}"
+
+
+def _desired_objects(p, planned):
+    given = p["manifests"]
+    if not isinstance(given, dict):
+        raise KgnError(f"stacks_plan: manifests must map each planned manifest path to its rendered text, "
+                       f"got {type(given).__name__}")
+    wanted = [m["path"] for m in planned]
+    missing = [path for path in wanted if path not in given]
+    extra = sorted(set(given) - set(wanted))
+    if missing or extra:
+        raise KgnError(
+            "the rendered manifests are not the planned ones"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; not planned: {', '.join(extra)}" if extra else "")
+            + ". Render exactly the templates of the plan (the gpu_sharing_stacks role does). Nothing was changed.")
+    objects = []
+    for m in planned:
+        for obj in manifests.manifest_objects(given[m["path"]], m["path"]):
+            objects.append({**obj, "stack": m["stack"], "path": m["path"]})
+    return objects
+
+
+def _prune(api, desired, assumed):
+    """Labelled objects of the API that no planned manifest holds, in removal order; refuses removing a CRD
+    whose custom objects would go with it."""
+    if not api.get("reachable") or not isinstance(api.get("objects"), list):
+        assumed.append("the API was not read (no answer, or apply disabled): nothing is planned for removal")
+        return []
+    wanted = {_identity(obj) for obj in desired}
+    remove = [obj for obj in api["objects"]
+              if obj.get("kind") != "Namespace" and _ours(obj) and _identity(obj) not in wanted]
+    custom = api.get("custom_objects") or {}
+    ours_custom = [obj for listed in custom.values() for obj in listed.get("objects") or []
+                   if _ours(obj) and _identity(obj) not in wanted]
+    going = {_identity(obj) for obj in remove + ours_custom}
+    blocked = []
+    for crd in (obj for obj in remove if obj["kind"] == "CustomResourceDefinition"):
+        listed = custom.get(crd["name"])
+        stack = crd.get("labels", {}).get(STACK_LABEL) or "its stack"
+        if listed is None or listed.get("error"):
+            blocked.append(f"CustomResourceDefinition {crd['name']} ({stack}) is no longer wanted, but its custom "
+                           f"objects could not be listed ({(listed or {}).get('error') or 'not read'}), so it is not "
+                           f"known what deleting it would delete")
+            continue
+        remaining = [obj for obj in listed.get("objects") or [] if _identity(obj) not in going]
+        if remaining:
+            resource = f"{crd.get('crd', {}).get('plural') or crd['name'].split('.')[0]}." \
+                       f"{crd.get('crd', {}).get('group') or crd['name'].split('.', 1)[-1]}"
+            commands = "; ".join(
+                f"kubectl delete {resource} {'-n ' + obj['namespace'] + ' ' if obj.get('namespace') else ''}"
+                f"{obj['name']}" for obj in remaining)
+            blocked.append(
+                f"CustomResourceDefinition {crd['name']} is no longer wanted ({stack} is not in gpu_sharing_stacks), "
+                f"but {len(remaining)} object(s) of it remain that this project did not create: "
+                f"{', '.join(_shown(obj) for obj in remaining)}; deleting the CRD would delete them too. Delete them "
+                f"yourself ({commands}) and run again, or keep {stack} in gpu_sharing_stacks")
+    if blocked:
+        raise KgnError("Refused to remove a CustomResourceDefinition: " + " | ".join(blocked)
+                       + ". Nothing was changed (no manifest written, applied or deleted).")
+
+    def order(obj):
+        kind = obj["kind"]
+        rank = (REMOVE_ORDER.index(kind) if kind in REMOVE_ORDER
+                else len(REMOVE_ORDER) + 1 if kind == "CustomResourceDefinition" else len(REMOVE_ORDER))
+        return rank, obj.get("namespace") or "", obj["name"]
+
+    return [dict({k: obj.get(k, "") for k in ("group", "version", "kind", "namespace", "name")},
+                 stack=(obj.get("labels") or {}).get(STACK_LABEL, ""))
+            for obj in sorted(remove + ours_custom, key=order)]
+
+
+def stacks_plan(inputs, observed=None):
+    """The GPU-sharing stacks section of the host plan (the control-plane host that applies, or the control
+    machine for a managed control plane).
+
+    ``inputs``: the gpu_sharing_stacks settings (STACK_INPUTS: kubernetes_version, stacks, namespace,
+    manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
+    secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples) and,
+    from the module, ``manifests``: ``{relative path: rendered text}`` of the planned templates.
+    ``observed``: ``files`` (relative paths of the manifests in manifest_dir) and ``api``: ``{reachable, error,
+    objects (every object labelled app.kubernetes.io/managed-by=kube-gpu-nodes, as api.api_objects gives them),
+    custom_objects {CRD name: {objects, error}}}``; missing = not read, nothing removed, said in ``assumed``.
+
+    Refused (KgnError, nothing changed): bad stacks or options, Kubernetes before 1.16, a sharing mode the
+    device plugin release lacks, a Policy-era version for the second kube-scheduler, and removing a CRD while
+    custom objects of it that this project did not create remain.
+    """
+    p = _stack_inputs(inputs)
+    _problems(p)
+    observed = observed or {}
+    if not isinstance(observed, dict):
+        raise KgnError("stacks_plan: observed must be a mapping (files, api)")
+    stacks = _stack_list(p["stacks"])
+    p["stacks"] = stacks
+    assumed = []
+    catalog = stack_catalog(stacks)
+    api = _kubernetes(p) if stacks else None
+    dp = _device_plugin(p) if "nvidia_device_plugin" in stacks else None
+    secondary = _secondary(p, catalog) if stacks else {"enabled": False}
+    planned = _manifest_list(p, dp, secondary) if stacks else []
+    plan = {
+        "kubernetes_version": p["kubernetes_version"],
+        "stacks": stacks,
+        "namespace": p["namespace"],
+        "manifest_dir": p["manifest_dir"],
+        "api": api,
+        "device_plugin": dp,
+        "catalog": catalog,
+        "images": _images(p, dp),
+        "sample_images": {s: stack_image(SAMPLE_IMAGES[s], p["registry_mirror"]) for s in stacks} if p["samples"]
+        else {},
+        "sharing": p["sharing"],
+        "replicas": p["replicas"],
+        "gpushare_mps": p["gpushare_mps"],
+        "secondary": secondary,
+        "samples": p["samples"],
+        "labels": {"managed_by": dict(MANAGED_BY), "stack": STACK_LABEL},
+        "manifests": planned,
+        "files": [],
+        "objects": [],
+        "remove_files": [],
+        "prune": [],
+        "assumed": assumed,
+    }
+    if p["manifests"] is None:
+        return plan
+    objects = _desired_objects(p, planned)
+    plan["objects"] = objects
+    plan["files"] = [{"path": f"{p['manifest_dir']}/{m['path']}", "content": p["manifests"][m["path"]],
+                      "mode": "0644", "stack": m["stack"]} for m in planned]
+    if not observed:
+        assumed.append("nothing was read from the host or the API (a render): no file or object is planned for "
+                       "removal")
+        return plan
+    files = observed.get("files")
+    if isinstance(files, list):
+        keep = {m["path"] for m in planned}
+        plan["remove_files"] = sorted(f"{p['manifest_dir']}/{f}" for f in files if f not in keep)
+    else:
+        assumed.append(f"the files in {p['manifest_dir']} were not read: none is planned for removal")
+    plan["prune"] = _prune(observed.get("api") or {}, objects, assumed)
+    return plan

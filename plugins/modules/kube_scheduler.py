@@ -573,16 +573,19 @@ def run(module):
             live = live_state(module, plan)
         elif plan["action"] == "leave" and live["processes"] and not live["healthy"]:
             module.warn(f"kube-scheduler (left alone) does not answer its health endpoint: {live['health']}")
+        live["persisted_argv"] = plan["current_argv"]  # what the manifest or unit says (nothing was written)
         module.exit_json(changed=False, msg=plan["reason"], live=live, diff=[],
                          ansible_facts=recorded("kube_scheduler", observed, plan, live, False, module.check_mode),
                          **result)
     if module.check_mode:
+        live["persisted_argv"] = plan["current_argv"]
         module.exit_json(changed=True, msg=plan["reason"], live=live, diff=diff, would_repair=repair,
                          ansible_facts=recorded("kube_scheduler", observed, plan, live, True, True), **result)
 
     _apply(module, p, plan, todo, restart_needed, live, fail)
     result["repaired"] = repair
     live = live_state(module, plan)
+    live["persisted_argv"] = plan["argv"]  # written by this run
     module.exit_json(changed=True, msg=plan["reason"], live=live, diff=diff,
                      ansible_facts=recorded("kube_scheduler", observed, plan, live, True, False, repair), **result)
 

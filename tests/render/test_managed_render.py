@@ -7,6 +7,7 @@ by the validate play before anything is written.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -35,6 +36,11 @@ def test_oke_renders_the_second_scheduler_with_the_elastic_gpu_extender(tmp_path
     assert config["profiles"] == [{"schedulerName": "kgn-gpu-scheduler"}]
     [deployment] = yaml.safe_load_all((stacks / "secondary_scheduler/deployment.yml").read_text())
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.k8s.io/kube-scheduler:v1.25.4"
+    # labelled as the project's, so that it is removed once no extender stack needs it
+    assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kube-gpu-nodes"
+    assert deployment["metadata"]["labels"]["kube-gpu-nodes.io/stack"] == "secondary_scheduler"
+    plan = json.loads((tmp_path / "localhost/_plan/stacks.json").read_text())
+    assert plan["stacks"] == ["elastic_gpu"] and plan["secondary"]["enabled"] is True
 
 
 def test_oke_without_the_second_scheduler_is_refused_before_anything_is_written(tmp_path):

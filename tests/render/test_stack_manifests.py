@@ -28,7 +28,11 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT7
 
 TOP = Path(__file__).resolve().parents[2]
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import manifest_removed_apis  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import (  # noqa: E402
+    manifest_objects,
+    manifest_removed_apis,
+)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import MANAGED_BY, STACK_LABEL  # noqa: E402
 
 NEWEST = kubernetes_validate.utils.latest_version()  # e.g. "1.37.0"
 VERSIONS = ["1.16.15", "1.20.15", "1.22.17", "1.24.17", "1.27.16", "1.30.4", NEWEST]
@@ -156,6 +160,33 @@ def test_every_manifest_is_valid_for_its_kubernetes_version(rendered, host):
             _validate(doc, version)
         except AssertionError as err:
             raise AssertionError(f"{where} is not valid for Kubernetes {version}: {err}") from err
+
+
+def _stack_of(rendered: Path, host: str, path: Path) -> str:
+    relative = path.relative_to(rendered / host / "etc/kubernetes/kube-gpu-nodes/stacks")
+    return relative.stem if relative.parts[0] == "samples" else relative.parts[0]
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_every_object_carries_the_project_labels_and_its_stack(rendered, host):
+    """What pruning lists by: app.kubernetes.io/managed-by, and the stack (its folder; samples: their stack)."""
+    for path, doc in _documents(rendered, host):
+        labels = doc["metadata"].get("labels") or {}
+        where = f"{path.relative_to(rendered)} {doc['kind']} {doc['metadata']['name']}"
+        assert all(labels.get(k) == v for k, v in MANAGED_BY.items()), f"{where}: {labels}"
+        assert labels.get(STACK_LABEL) == _stack_of(rendered, host, path), f"{where}: {labels}"
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_the_module_reads_the_objects_a_yaml_parser_reads(rendered, host):
+    """k8s_manifests finds the objects of a manifest without a YAML library on the node: same answer as PyYAML."""
+    for path in sorted((rendered / host).rglob("*.yml")):
+        text = path.read_text()
+        expected = [{"group": d["apiVersion"].rpartition("/")[0], "version": d["apiVersion"].rpartition("/")[2],
+                     "kind": d["kind"], "name": d["metadata"]["name"],
+                     "namespace": d["metadata"].get("namespace", "")}
+                    for d in yaml.safe_load_all(text) if d]
+        assert manifest_objects(text, str(path)) == expected, path
 
 
 def test_strict_validation_rejects_a_misspelled_field():

@@ -1,10 +1,13 @@
 """Labels and stacks as the stand-in Kubernetes API (1.23.1) holds them, read with kubectl on the control plane.
 
-converge: gpushare; side_effect: switched to nvidia_device_plugin (gpushare disabled). The node as it was
-before the switch is in /root/node-before-side-effect.json.
+converge: gpushare; side_effect: check mode with no stack, then nvidia_device_plugin + elastic_gpu (gpushare
+removed), a refused removal of elastic_gpu, then nvidia_device_plugin only (elastic_gpu removed). The node and
+gpushare's objects as they were before the side effect are in /root/*-before-side-effect.json.
 """
 
 import json
+
+import pytest
 
 testinfra_hosts = ["gpu_labels_stacks-cp"]
 
@@ -13,6 +16,7 @@ MANAGED = "kube-gpu-nodes.io/managed-labels"
 HAND_LABEL = ("example.com/team", "ml")
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 STACK_DIR = "/etc/kubernetes/kube-gpu-nodes/stacks"
+MANAGED_BY = "app.kubernetes.io/managed-by=kube-gpu-nodes"
 
 
 def _kubectl_json(host, *args):
@@ -59,8 +63,14 @@ def test_the_node_reports_no_gpu_resource(host):
     assert set(allocatable) == {"cpu", "memory", "pods"}  # no nvidia.com/gpu, no aliyun.com/gpu-mem
 
 
-def test_gpushare_objects_exist_with_the_apiversions_of_1_23(host):
-    extender = _kubectl_json(host, "-n", "kube-system", "get", "deployment", "gpushare-schd-extender")
+def _gpushare_before(host):
+    doc = json.loads(host.file("/root/gpushare-before-side-effect.json").content_string)
+    return {(item["kind"], item["metadata"]["name"]): item for item in doc["items"]}
+
+
+def test_gpushare_objects_had_the_apiversions_of_1_23_and_the_project_labels(host):
+    before = _gpushare_before(host)
+    extender = before[("Deployment", "gpushare-schd-extender")]
     assert extender["apiVersion"] == "apps/v1"
     template = extender["spec"]["template"]
     # 1.16+: priorityClassName, not the removed critical-pod annotation; 1.20-1.25: both control-plane taints
@@ -71,16 +81,43 @@ def test_gpushare_objects_exist_with_the_apiversions_of_1_23(host):
         "node-role.kubernetes.io/control-plane",
     }
     assert host.run("kubectl get priorityclass system-cluster-critical").rc == 0
-    plugin = _kubectl_json(host, "-n", "kube-system", "get", "daemonset", "gpushare-device-plugin-ds")
+    plugin = before[("DaemonSet", "gpushare-device-plugin-ds")]
     assert plugin["apiVersion"] == "apps/v1"
     pod = plugin["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"gpushare": "true"}
     command = pod["containers"][0].get("command", []) + pod["containers"][0].get("args", [])
     assert "--memory-unit=GiB" in command
-    service = _kubectl_json(host, "-n", "kube-system", "get", "service", "gpushare-schd-extender")
+    service = before[("Service", "gpushare-schd-extender")]
     assert service["spec"]["ports"][0]["nodePort"] == 32766
-    role = _kubectl_json(host, "get", "clusterrole", "gpushare-schd-extender")
+    role = before[("ClusterRole", "gpushare-schd-extender")]
     assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
+    for item in before.values():
+        labels = item["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "kube-gpu-nodes"
+        assert labels["kube-gpu-nodes.io/stack"] == "gpushare"
+
+
+@pytest.mark.parametrize("stack", ["gpushare", "elastic_gpu"])
+def test_stacks_taken_out_left_nothing_in_the_api(host, stack):
+    kinds = "deployments,daemonsets,services,serviceaccounts,configmaps,clusterroles,clusterrolebindings,roles," \
+            "rolebindings,customresourcedefinitions"
+    left = _kubectl_json(host, "get", kinds, "--all-namespaces", "-l", f"kube-gpu-nodes.io/stack={stack}")
+    assert left["items"] == []
+
+
+def test_the_removed_objects_are_gone_by_name_too(host):
+    assert host.run("kubectl -n kube-system get deployment gpushare-schd-extender").rc != 0
+    assert host.run("kubectl -n kube-system get daemonset gpushare-device-plugin-ds").rc != 0
+    assert host.run("kubectl get clusterrole gpushare-device-plugin").rc != 0
+    assert host.run("kubectl -n kube-system get deployment elastic-gpu-scheduler").rc != 0
+    assert "elasticgpu.io" not in host.check_output("kubectl get crd -o name")  # CRDs removed last, once empty
+
+
+def test_what_the_project_deploys_now_carries_its_labels(host):
+    ours = _kubectl_json(host, "get", "daemonsets,deployments,clusterroles", "--all-namespaces", "-l", MANAGED_BY)
+    assert [(i["kind"], i["metadata"]["name"]) for i in ours["items"]] == [
+        ("DaemonSet", "nvidia-device-plugin-daemonset")]
+    assert ours["items"][0]["metadata"]["labels"]["kube-gpu-nodes.io/stack"] == "nvidia_device_plugin"
 
 
 def test_device_plugin_daemonset_selects_the_label_the_node_now_has(host):
@@ -91,9 +128,10 @@ def test_device_plugin_daemonset_selects_the_label_the_node_now_has(host):
     assert selector and all(node["metadata"]["labels"].get(k) == v for k, v in selector.items())
 
 
-def test_live_objects_match_the_written_manifests(host):
-    manifests = host.check_output(f"find {STACK_DIR} -name '*.yml' -not -name '*~'").split()
-    assert any("/gpushare/" in m for m in manifests) and any("/nvidia_device_plugin/" in m for m in manifests)
+def test_only_the_chosen_stack_has_manifest_files_and_they_match_the_api(host):
+    manifests = host.check_output(f"find {STACK_DIR} -path '*/.backup' -prune -o -name '*.yml' -print").split()
+    assert manifests and all("/nvidia_device_plugin/" in m for m in manifests)
+    assert not host.file(f"{STACK_DIR}/gpushare").exists and not host.file(f"{STACK_DIR}/elastic_gpu").exists
     for manifest in manifests:
         diff = host.run(f"kubectl diff -f {manifest}")
         assert diff.rc == 0, f"{manifest} differs from the API: {diff.stdout}{diff.stderr}"

@@ -1,11 +1,12 @@
-"""api_nodes: one node list per API host, indexed for every host of the play."""
+"""The API side, pure: api_nodes (one node list per API host), api_host (which host runs kubectl for a host),
+node_list and api_objects (what the modules read of kubectl's answers)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_nodes
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_host, api_nodes, api_objects, node_list
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 NODE = {
@@ -58,3 +59,82 @@ def test_skipped_results_are_left_out_and_a_plain_list_is_accepted():
 def test_input_that_is_not_a_looped_register_is_refused(bad):
     with pytest.raises(KgnError, match="api_nodes"):
         api_nodes(bad)
+
+
+# The lab's shape: two clusters in one inventory, each in its own group, plus a parent group spanning both.
+GROUPS = {
+    "all": ["cp-a", "cp-b", "gpu-a", "gpu-b", "gpu-lone"],
+    "ungrouped": [],
+    "kube_control_plane": ["cp-a", "cp-b"],
+    "gpu_nodes": ["gpu-a", "gpu-b", "gpu-lone"],
+    "clusters": ["cp-a", "cp-b", "gpu-a", "gpu-b"],
+    "cluster_a": ["cp-a", "gpu-a"],
+    "cluster_b": ["cp-b", "gpu-b"],
+}
+
+
+@pytest.mark.parametrize(("host", "expected"), [
+    ("gpu-a", "cp-a"),  # its own cluster's control plane
+    ("gpu-b", "cp-b"),  # not cp-a, which "clusters" (a bigger group) also shares
+    ("gpu-lone", "cp-a"),  # no cluster group: the first control-plane host
+    ("cp-b", "cp-b"),  # a control-plane host talks to its own cluster
+])
+def test_api_host_is_a_control_plane_host_of_the_hosts_cluster(host, expected):
+    assert api_host(host, GROUPS, {}) == expected
+
+
+def test_kube_api_host_wins_and_an_empty_one_is_not_set():
+    assert api_host("gpu-a", GROUPS, {"gpu-a": {"kube_api_host": "cp-b"}}) == "cp-b"
+    assert api_host("gpu-a", GROUPS, {"gpu-a": {"kube_api_host": ""}}) == "cp-a"
+
+
+def test_no_control_plane_host_means_the_control_machine():
+    assert api_host("gpu-a", {"all": ["gpu-a"], "kube_control_plane": [], "gpu_nodes": ["gpu-a"]}, {}) == ""
+    assert api_host("gpu-a", {"all": ["gpu-a"], "gpu_nodes": ["gpu-a"]}, {}) == ""
+
+
+def test_the_first_control_plane_host_of_the_group_in_kube_control_plane_order():
+    groups = dict(GROUPS, kube_control_plane=["cp-b", "cp-a2", "cp-a"], cluster_a=["cp-a", "cp-a2", "gpu-a"])
+    assert api_host("gpu-a", groups, {}) == "cp-a2"
+
+
+@pytest.mark.parametrize(("host", "groups", "hostvars", "message"), [
+    ("", GROUPS, {}, "inventory host name"),
+    ("gpu-a", ["cp-a"], {}, "groups must be"),
+    ("gpu-a", GROUPS, "hostvars", "hostvars must be"),
+    ("gpu-a", GROUPS, {"gpu-a": {"kube_api_host": ["cp-a"]}}, "kube_api_host of gpu-a is"),
+])
+def test_api_host_refuses_what_is_not_an_inventory(host, groups, hostvars, message):
+    with pytest.raises(KgnError, match=message):
+        api_host(host, groups, hostvars)
+
+
+def test_node_list_keeps_labels_and_annotations_by_name():
+    answer = json.dumps({"items": [NODE, {"metadata": {"name": "cpu-1"}}]})
+    assert node_list(answer) == {
+        "gpu-1": {"labels": {"a": "1"}, "annotations": {"kube-gpu-nodes.io/managed-labels": "a"}},
+        "cpu-1": {"labels": {}, "annotations": {}},
+    }
+
+
+def test_api_objects_names_group_kind_namespace_and_the_crd_it_defines():
+    answer = {"kind": "List", "items": [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": "ds", "namespace": "kube-system", "labels": {"x": "y"}}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "kube-system"}},
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+         "metadata": {"name": "gpus.elasticgpu.io"},
+         "spec": {"group": "elasticgpu.io", "names": {"plural": "gpus", "kind": "GPU"}}},
+    ]}
+    found = api_objects(answer)
+    assert found[0] == {"group": "apps", "version": "v1", "kind": "DaemonSet", "namespace": "kube-system",
+                        "name": "ds", "labels": {"x": "y"}}
+    assert (found[1]["group"], found[1]["version"]) == ("", "v1")
+    assert found[2]["crd"] == {"group": "elasticgpu.io", "plural": "gpus", "kind": "GPU"}
+    assert found[2]["namespace"] == ""
+
+
+@pytest.mark.parametrize("answer", ["not json", "{}", '{"items": [{"kind": "X"}]}'])
+def test_answers_that_are_not_object_lists_are_refused(answer):
+    with pytest.raises(KgnError, match="kubectl get"):
+        api_objects(answer)

@@ -11,10 +11,12 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import (
     MANAGED_ANNOTATION,
     kubelet_node_labels,
+    labels_plan,
     node_gpu_problems,
     node_label_patch,
     node_labels,
 )
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
 
 T4 = {
     "gpu_present": True,
@@ -278,3 +280,110 @@ def test_kubelet_node_labels_flag():
     )
     with pytest.raises(KgnError, match=r"kubernetes\.io / k8s\.io"):
         kubelet_node_labels({"node-role.kubernetes.io/gpu": ""})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# labels_plan: every node one API server serves
+
+
+def _api(**nodes):
+    return {"reachable": True, "error": "", "nodes": nodes}
+
+
+def _labelled(labels):
+    return {"labels": labels, "annotations": {MANAGED_ANNOTATION: ",".join(sorted(labels))}}
+
+
+def test_labels_plan_is_the_node_labels_section_of_the_host_plan():
+    inputs = {"nodes": {"gpu1": {"gpu_facts": T4, "stacks": ["gpushare"]}}}
+    assert host_plan({"node_labels": inputs}, {"node_labels": _api(gpu1={})})["node_labels"] == labels_plan(
+        inputs, _api(gpu1={}))
+
+
+def test_each_node_gets_a_patch_only_when_it_differs():
+    desired = node_labels(T4, ["gpushare"])
+    plan = labels_plan(
+        {"nodes": {"gpu1": {"gpu_facts": T4, "stacks": ["gpushare"]},
+                   "gpu2": {"gpu_facts": T4, "stacks": ["gpushare"], "node_name": "gpu-2"}}},
+        _api(gpu1={"labels": {"kubernetes.io/hostname": "gpu1"}}, **{"gpu-2": _labelled(desired)}),
+    )
+    first, second = plan["nodes"]["gpu1"], plan["nodes"]["gpu2"]
+    assert first["status"] == "patch" and first["set"] == desired
+    assert first["patch"]["metadata"]["annotations"][MANAGED_ANNOTATION] == ",".join(sorted(desired))
+    assert second["status"] == "unchanged" and second["patch"] == {} and second["node_name"] == "gpu-2"
+
+
+def test_an_unreachable_api_and_an_unknown_node_are_said_per_node():
+    inputs = {"nodes": {"gpu1": {"gpu_facts": T4, "stacks": ["gpushare"]}}}
+    down = labels_plan(inputs, {"reachable": False, "error": "connection refused", "nodes": {}})["nodes"]["gpu1"]
+    assert (down["status"], down["reason"], down["patch"]) == ("api unreachable", "connection refused", {})
+    assert down["desired"]["gpushare"] == "true"  # still said: what it would have got
+    missing = labels_plan(inputs, _api(other={}))["nodes"]["gpu1"]
+    assert missing["status"] == "not registered" and "gpu1 is not registered" in missing["reason"]
+
+
+def test_a_node_whose_gpus_cannot_run_its_stacks_is_refused_alone():
+    plan = labels_plan(
+        {"nodes": {"p4": {"gpu_facts": P4, "stacks": ["gpushare"], "gpushare_mps": True},
+                   "two": {"gpu_facts": T4, "stacks": ["gpushare", "nvidia_device_plugin"]},
+                   "t4": {"gpu_facts": T4, "stacks": ["gpushare"]}}},
+        _api(p4={}, two={}, t4={}))["nodes"]
+    assert plan["p4"]["status"] == "refused" and "do not support Volta MPS" in plan["p4"]["problems"][0]
+    assert plan["two"]["status"] == "refused" and "both claim every GPU" in plan["two"]["reason"]
+    assert plan["p4"]["patch"] == {} and plan["t4"]["status"] == "patch"
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"sharing": "mig"}, "sharing mode is 'mig'"),
+    ({"require_gpu": "yes"}, "require_gpu must be true or false"),
+    ({"extra": {"team": 1}}, "not a valid label value"),
+    ({"colour": "red"}, "unknown node setting"),
+    ({"stacks": ["hami"]}, "unknown stack"),
+])
+def test_bad_settings_refuse_that_node_with_the_fix(settings, message):
+    entry = labels_plan({"nodes": {"gpu1": {"gpu_facts": T4, **settings}}}, _api(gpu1={}))["nodes"]["gpu1"]
+    assert entry["status"] == "refused" and message in entry["reason"]
+
+
+def test_two_inventory_hosts_on_one_node_are_refused():
+    plan = labels_plan({"nodes": {"a": {"node_name": "n"}, "b": {"node_name": "n"}}}, _api(n={}))["nodes"]
+    assert plan["a"]["status"] == plan["b"]["status"] == "refused"
+    assert "a and b all map to the node n" in plan["a"]["reason"]
+
+
+def test_unknown_gpu_facts_set_no_gpu_label_and_keep_the_recorded_ones():
+    before = _labelled({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "Tesla-T4", "gpushare": "true"})
+    entry = labels_plan({"nodes": {"gpu1": {"gpu_facts": {}, "stacks": ["nano_gpu"]}}},
+                        _api(gpu1=before))["nodes"]["gpu1"]
+    assert entry["desired"] == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "Tesla-T4",
+                                "nano-gpu": "true"}
+    assert entry["removed"] == ["gpushare"]  # a stack label: known to go
+    assert any("GPU labels" in note and "kept" in note for note in entry["assumed"])
+
+
+def test_a_render_without_gpu_facts_never_claims_there_is_no_gpu():
+    plan = labels_plan({"nodes": {"gpu1": {"stacks": ["gpushare"]}}}, {})
+    entry = plan["nodes"]["gpu1"]
+    assert entry["status"] == "render"
+    assert entry["patch"]["metadata"]["labels"] == {"gpushare": "true"}
+    assert "nvidia.com/gpu.present" not in entry["desired"]
+    assert any(note.startswith("gpu1: no GPU facts") for note in plan["assumed"])
+    assert any("against a node without labels" in note for note in plan["assumed"])
+
+
+def test_a_render_with_the_recorded_node_sends_only_what_differs():
+    desired = node_labels(T4, ["gpushare"])
+    entry = labels_plan({"nodes": {"gpu1": {"gpu_facts": T4, "stacks": ["gpushare"]}}},
+                        {"nodes": {"gpu1": _labelled(desired)}})["nodes"]["gpu1"]
+    assert entry["status"] == "render" and entry["patch"] == {}
+    assert any("recorded by the last run" in note for note in entry["assumed"])
+
+
+@pytest.mark.parametrize(("inputs", "observed", "message"), [
+    ({"gpu1": {}}, {}, "inputs must be"),
+    ({"nodes": {}}, {"reachable": "yes"}, "reachable must be"),
+    ({"nodes": {}}, {"reachable": True, "nodes": []}, "observed.nodes must map"),
+])
+def test_labels_plan_refuses_malformed_input(inputs, observed, message):
+    with pytest.raises(KgnError, match=message):
+        labels_plan(inputs, observed)

@@ -1,4 +1,5 @@
-"""Manifest apiVersions, control-plane keys and the device plugin release, per Kubernetes version."""
+"""Manifest apiVersions, control-plane keys and the device plugin release, per Kubernetes version; the objects
+a rendered manifest holds."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import (
     MASTER,
     device_plugin,
     manifest_api,
+    manifest_objects,
     manifest_removed_apis,
 )
 
@@ -128,3 +130,40 @@ def test_device_plugin_registry_mirror():
 def test_bad_device_plugin_releases_are_refused(version, release, message):
     with pytest.raises(KgnError, match=message):
         device_plugin(version, release)
+
+
+MANIFEST = """---
+# comment: kind: Nope
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: x-role
+  labels:
+    name: not-the-name
+rules: []
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: "x-config"
+  namespace: kube-system
+data:
+  config.yaml: |
+    apiVersion: kubescheduler.config.k8s.io/v1
+    kind: KubeSchedulerConfiguration
+---
+# only a comment
+"""
+
+
+def test_manifest_objects_reads_each_document_without_a_yaml_library():
+    assert manifest_objects(MANIFEST) == [
+        {"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "ClusterRole", "name": "x-role",
+         "namespace": ""},
+        {"group": "", "version": "v1", "kind": "ConfigMap", "name": "x-config", "namespace": "kube-system"},
+    ]
+
+
+def test_manifest_objects_refuses_a_document_without_a_name():
+    with pytest.raises(KgnError, match=r"stacks/x\.yml: document 1 has no metadata\.name"):
+        manifest_objects("apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n", "stacks/x.yml")

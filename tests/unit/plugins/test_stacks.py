@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_config
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (
     STACKS,
@@ -13,6 +16,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (
     stack_image,
     stack_problems,
     stack_service_urls,
+    stacks_plan,
 )
 
 URLS = {
@@ -203,3 +207,179 @@ def test_service_urls_are_the_in_cluster_dns_names_of_the_extender_services():
     assert ext["url_prefix"] == "http://elastic-gpu-scheduler.kube-system.svc:39999/scheduler"
     with pytest.raises(KgnError, match="set gpu_sharing_stacks_namespace"):
         stack_service_urls(["gpushare"], "")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# stacks_plan: the templates, the decisions per version, and what is removed
+
+DIR = "/etc/kubernetes/kube-gpu-nodes/stacks"
+OURS = {"app.kubernetes.io/managed-by": "kube-gpu-nodes"}
+IMAGES = {"gpushare_extender": "a/b:1", "gpushare_device_plugin": "a/c:1", "nano_gpu_scheduler": "a/d:1",
+          "nano_gpu_agent": "a/e:1", "elastic_gpu_scheduler": "a/f:1", "elastic_gpu_agent": "a/g:1"}
+
+
+def _templates(**inputs):
+    return [m["template"] for m in stacks_plan({"kubernetes_version": "1.30.4", "images": IMAGES,
+                                                **inputs})["manifests"]]
+
+
+def _manifest(kind, name, namespace="kube-system", api="apps/v1", stack="x"):
+    ns = f"  namespace: {namespace}\n" if namespace else ""
+    return (f"---\n# a comment\napiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {name}\n{ns}"
+            f"  labels:\n    kube-gpu-nodes.io/stack: {stack}\nspec: {{}}\n")
+
+
+def _live(kind, name, namespace="kube-system", group="apps", stack="gpushare", labels=None):
+    return {"group": group, "version": "v1", "kind": kind, "namespace": namespace, "name": name,
+            "labels": dict(OURS, **{"kube-gpu-nodes.io/stack": stack}) if labels is None else labels}
+
+
+def test_stacks_plan_is_the_stacks_section_of_the_host_plan():
+    inputs = {"kubernetes_version": "1.23.1", "stacks": ["gpushare"], "images": IMAGES}
+    assert host_plan({"stacks": inputs})["stacks"] == stacks_plan(inputs)
+
+
+@pytest.mark.parametrize(("inputs", "expected"), [
+    ({"stacks": ["nvidia_device_plugin"]}, ["nvidia_device_plugin/daemonset-v0.12.yml.j2"]),
+    ({"stacks": ["nvidia_device_plugin"], "device_plugin_release": "v0.11.0"},
+     ["nvidia_device_plugin/daemonset-v0.9.yml.j2"]),
+    ({"stacks": ["nvidia_device_plugin"], "sharing": "time-slicing"},
+     ["nvidia_device_plugin/config-time-slicing.yml.j2", "nvidia_device_plugin/daemonset-v0.12-config.yml.j2"]),
+    ({"stacks": ["nvidia_device_plugin"], "sharing": "mps"},
+     ["nvidia_device_plugin/config-mps.yml.j2", "nvidia_device_plugin/mps-control-daemon.yml.j2",
+      "nvidia_device_plugin/daemonset-v0.12-config.yml.j2"]),
+    ({"stacks": ["gpushare"], "gpushare_mps": True, "control_plane_hosts": ["cp"]},
+     ["gpushare/extender-rbac.yml.j2", "gpushare/extender-deployment.yml.j2", "gpushare/extender-service.yml.j2",
+      "gpushare/device-plugin-rbac.yml.j2", "gpushare/device-plugin-daemonset-mps.yml.j2"]),
+    # a managed control plane: the second kube-scheduler before the samples that use it
+    ({"stacks": ["nano_gpu"], "samples": True, "namespace": "gpu-system"},
+     ["common/namespace.yml.j2", "nano_gpu/scheduler.yml.j2", "nano_gpu/agent.yml.j2",
+      "secondary_scheduler/rbac.yml.j2", "secondary_scheduler/config.yml.j2", "secondary_scheduler/deployment.yml.j2",
+      "samples/nano_gpu.yml.j2"]),
+    ({"stacks": []}, []),
+])
+def test_whole_templates_per_stack_and_variant_in_apply_order(inputs, expected):
+    assert _templates(**inputs) == expected
+
+
+def test_versions_images_and_the_second_scheduler_are_decided_in_the_plan():
+    plan = stacks_plan({"kubernetes_version": "1.25.4", "stacks": ["elastic_gpu", "nvidia_device_plugin"],
+                        "registry_mirror": "mirror.local:5000", "samples": True,
+                        "images": {"elastic_gpu_scheduler": "elasticgpu/elastic-gpu-scheduler:0.3.0",
+                                   "elastic_gpu_agent": "nanogpu/elastic-gpu-agent:0.3.0"}})
+    assert plan["api"]["crd"] == "apiextensions.k8s.io/v1" and plan["api"]["kubernetes_minor"] == "1.25"
+    assert plan["device_plugin"]["release"] == "v0.17.4"
+    assert plan["images"]["nvidia_device_plugin"] == "mirror.local:5000/nvidia/k8s-device-plugin:v0.17.4"
+    assert plan["images"]["elastic_gpu_agent"] == "mirror.local:5000/nanogpu/elastic-gpu-agent:0.3.0"
+    assert plan["sample_images"]["elastic_gpu"].startswith("mirror.local:5000/nvidia/samples:")
+    secondary = plan["secondary"]
+    assert secondary["enabled"] and secondary["image"] == "mirror.local:5000/kube-scheduler:v1.25.4"
+    assert [e["urlPrefix"] for e in secondary["config"]["extenders"]] == [
+        "http://elastic-gpu-scheduler.kube-system.svc:39999/scheduler"]
+    assert len(secondary["config_checksum"]) == 40
+    assert [m["stack"] for m in plan["manifests"]][-3:] == ["secondary_scheduler", "elastic_gpu",
+                                                            "nvidia_device_plugin"]  # the samples, last
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    ({"stacks": ["gpushare", "nano_gpu"]}, "stacks gpushare and nano_gpu both bind pods"),
+    ({"stacks": ["gpushare"], "kubernetes_version": "1.15.0"}, "is older than 1.16"),
+    ({"stacks": ["gpushare"], "kubernetes_version": ""}, "gpu_sharing_stacks_kubernetes_version is not set"),
+    ({"stacks": ["nvidia_device_plugin"], "device_plugin_release": "v0.11.0", "sharing": "mps"},
+     "NVIDIA device plugin v0.11.0 does not support mps sharing"),
+    ({"stacks": ["gpushare"], "sharing": "time-slicing"}, "but nvidia_device_plugin is not in gpu_sharing_stacks"),
+    ({"stacks": ["nvidia_device_plugin"], "replicas": 1}, "must be 2-48"),
+    ({"stacks": ["hami"]}, "unknown stack(s) 'hami'"),
+    ({"stacks": ["nano_gpu"], "kubernetes_version": "1.18.20"}, "which takes extenders from a Policy file only"),
+    ({"stacks": ["nano_gpu"], "kubernetes_version": "1.25"}, "has no patch release"),
+    ({"stacks": ["gpushare"], "control_plane_hosts": ["cp"], "images": {"gpushare_extender": ""}},
+     "gpu_sharing_stacks_images.gpushare_extender is empty"),
+    ({"stacks": [], "colour": "red"}, "unknown input(s) colour"),
+    ({"stacks": [], "manifest_dir": "stacks"}, "must be an absolute folder"),
+])
+def test_stacks_plan_refusals_say_what_to_fix(inputs, message):
+    with pytest.raises(KgnError, match=re.escape(message)):
+        stacks_plan({"kubernetes_version": "1.30.4", "images": IMAGES, **inputs})
+
+
+DP = {"kubernetes_version": "1.30.4", "stacks": ["nvidia_device_plugin"], "manifest_dir": DIR,
+      "manifests": {"nvidia_device_plugin/daemonset-v0.12.yml": _manifest("DaemonSet", "nvidia-device-plugin-daemonset",
+                                                                          stack="nvidia_device_plugin")}}
+
+
+def test_the_rendered_manifests_become_files_and_objects():
+    plan = stacks_plan(DP, {"files": ["nvidia_device_plugin/daemonset-v0.12.yml"],
+                            "api": {"reachable": True, "objects": [], "custom_objects": {}}})
+    assert plan["files"] == [{"path": f"{DIR}/nvidia_device_plugin/daemonset-v0.12.yml", "mode": "0644",
+                              "content": DP["manifests"]["nvidia_device_plugin/daemonset-v0.12.yml"],
+                              "stack": "nvidia_device_plugin"}]
+    assert [(o["group"], o["kind"], o["namespace"], o["name"]) for o in plan["objects"]] == [
+        ("apps", "DaemonSet", "kube-system", "nvidia-device-plugin-daemonset")]
+    assert plan["remove_files"] == [] and plan["prune"] == []
+
+
+def test_manifests_that_are_not_the_planned_ones_are_refused():
+    expected = "missing: nvidia_device_plugin/daemonset-v0.12.yml; not planned: x.yml"
+    with pytest.raises(KgnError, match=re.escape(expected)):
+        stacks_plan(dict(DP, manifests={"x.yml": ""}), {})
+
+
+def test_objects_and_files_of_what_is_no_longer_chosen_are_removed_workloads_first_crds_last():
+    live = [_live("ClusterRole", "gpushare-schd-extender", "", "rbac.authorization.k8s.io"),
+            _live("DaemonSet", "nvidia-device-plugin-daemonset", stack="nvidia_device_plugin"),
+            _live("Deployment", "gpushare-schd-extender"),
+            _live("CustomResourceDefinition", "gpus.elasticgpu.io", "", "apiextensions.k8s.io", "elastic_gpu"),
+            _live("Namespace", "gpu-system", "", "", "common"),
+            _live("Service", "gpushare-schd-extender", group=""),
+            _live("DaemonSet", "someone-elses", labels={"app": "x"})]
+    custom = {"gpus.elasticgpu.io": {"objects": [
+        _live("GPU", "ours", "", "elasticgpu.io", "elastic_gpu")], "error": ""}}
+    plan = stacks_plan(DP, {"files": ["nvidia_device_plugin/daemonset-v0.12.yml", "gpushare/extender-rbac.yml"],
+                            "api": {"reachable": True, "objects": live, "custom_objects": custom}})
+    assert [(o["kind"], o["name"], o["stack"]) for o in plan["prune"]] == [
+        ("Deployment", "gpushare-schd-extender", "gpushare"),
+        ("Service", "gpushare-schd-extender", "gpushare"),
+        ("ClusterRole", "gpushare-schd-extender", "gpushare"),
+        ("GPU", "ours", "elastic_gpu"),  # the project's own custom object goes before its CRD
+        ("CustomResourceDefinition", "gpus.elasticgpu.io", "elastic_gpu"),
+    ]  # the desired DaemonSet, the Namespace and an unlabelled object stay
+    assert plan["remove_files"] == [f"{DIR}/gpushare/extender-rbac.yml"]
+
+
+def test_a_crd_whose_custom_objects_someone_else_made_is_refused_naming_them():
+    live = [_live("CustomResourceDefinition", "elasticgpuclaims.elasticgpu.io", "", "apiextensions.k8s.io",
+                  "elastic_gpu") | {"crd": {"group": "elasticgpu.io", "plural": "elasticgpuclaims"}}]
+    custom = {"elasticgpuclaims.elasticgpu.io": {"objects": [
+        _live("ElasticGPUClaim", "team-claim", "ml", "elasticgpu.io", labels={})], "error": ""}}
+    with pytest.raises(KgnError) as refused:
+        stacks_plan(DP, {"files": [], "api": {"reachable": True, "objects": live, "custom_objects": custom}})
+    message = str(refused.value)
+    assert "ElasticGPUClaim ml/team-claim" in message
+    assert "kubectl delete elasticgpuclaims.elasticgpu.io -n ml team-claim" in message
+    assert "keep elastic_gpu in gpu_sharing_stacks" in message and "Nothing was changed" in message
+
+
+def test_a_crd_whose_custom_objects_could_not_be_listed_is_refused():
+    live = [_live("CustomResourceDefinition", "gpus.elasticgpu.io", "", "apiextensions.k8s.io", "elastic_gpu")]
+    with pytest.raises(KgnError, match="could not be listed"):
+        stacks_plan(DP, {"files": [], "api": {"reachable": True, "objects": live,
+                                              "custom_objects": {"gpus.elasticgpu.io": {"error": "forbidden"}}}})
+
+
+def test_an_empty_stack_list_removes_everything_the_project_deployed():
+    live = [_live("DaemonSet", "nvidia-device-plugin-daemonset", stack="nvidia_device_plugin")]
+    plan = stacks_plan({"stacks": [], "manifests": {}},
+                       {"files": ["nvidia_device_plugin/daemonset-v0.12.yml"],
+                        "api": {"reachable": True, "objects": live, "custom_objects": {}}})
+    assert [o["name"] for o in plan["prune"]] == ["nvidia-device-plugin-daemonset"]
+    assert plan["remove_files"] == [f"{DIR}/nvidia_device_plugin/daemonset-v0.12.yml"]
+
+
+@pytest.mark.parametrize(("observed", "note"), [
+    ({"files": [], "api": {"reachable": False, "error": "refused"}}, "the API was not read"),
+    ({"files": [], "api": {"reachable": True, "objects": None}}, "the API was not read"),
+    ({}, "a render"),
+])
+def test_nothing_is_removed_when_the_api_was_not_read_and_the_plan_says_so(observed, note):
+    plan = stacks_plan(DP, observed)
+    assert plan["prune"] == [] and any(note in a for a in plan["assumed"])

@@ -1,0 +1,363 @@
+#!/usr/bin/python
+"""Write the GPU-sharing stack manifests, apply them, and remove what is no longer chosen."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: k8s_manifests
+short_description: Write, apply and prune the GPU-sharing stack manifests on the host that runs kubectl
+description:
+  - Takes the manifests the gpu_sharing_stacks role rendered on the controller (relative path -> text, the
+    templates the stacks section of the host plan chose) and plans with the same code
+    (P(kgn.gpu_nodes.stacks_plan#filter)), checking that the manifests are exactly the planned ones.
+  - Writes only the files that differ into O(settings.manifest_dir) (the old text is kept under
+    C(<manifest_dir>/.backup/)), asks the API server whether it is ready (C(kubectl get --raw /readyz)) and applies
+    every manifest with C(kubectl apply) (a change of a live object is repaired in the same run).
+  - Prunes, after the apply, every object labelled C(app.kubernetes.io/managed-by=kube-gpu-nodes) that no planned
+    manifest holds (the objects of a stack taken out of the list, of a variant no longer chosen, the second
+    kube-scheduler, the samples), workloads first, CustomResourceDefinitions last, and removes the manifest files of
+    what is no longer chosen. A Namespace is never removed (it may hold other things).
+  - A CustomResourceDefinition is removed only when no custom object of it remains that this project did not
+    create (deleting a CRD deletes its objects); else the module fails naming the objects and what to do, before
+    anything is written, applied or deleted.
+  - When no API server answers (no kubectl, no kubeconfig, server down) or O(apply=false), the files are written,
+    nothing is applied or removed in the cluster, and RV(msg) says C(NOT APPLIED) with the reason.
+  - With O(render_dir) it contacts no host; it writes the manifests under
+    C(<render_dir>/<render_host><manifest_dir>/) and the plan in C(_plan/stacks.json).
+options:
+  settings:
+    description:
+      - The gpu_sharing_stacks settings, the input of the stacks plan; keys kubernetes_version, stacks, namespace,
+        manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
+        secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples.
+    type: dict
+    required: true
+  manifests:
+    description:
+      - The rendered manifests, relative path in the manifest folder (such as V(gpushare/extender-rbac.yml)) -> text.
+    type: dict
+    required: true
+  kubectl:
+    description: kubectl command.
+    type: str
+    default: kubectl
+  kubeconfig:
+    description: kubeconfig kubectl uses.
+    type: path
+    default: /etc/kubernetes/admin.conf
+  apply:
+    description: Apply and prune through the API; when false the files are only written, and the result says why.
+    type: bool
+    default: true
+  request_timeout:
+    description: Seconds kubectl waits for each answer of the API server.
+    type: int
+    default: 10
+  render_dir:
+    description: Render instead of apply, into this folder on the machine the module runs on (the controller).
+    type: path
+  render_host:
+    description: The host name to render under (with O(render_dir)).
+    type: str
+notes:
+  - Check mode writes nothing and applies and deletes with C(--dry-run=server); the result and RV(msg) list every
+    file and object that would be removed.
+author: kube-gpu-nodes
+"""
+
+EXAMPLES = r"""
+- name: Write, apply and prune the stack manifests
+  kgn.gpu_nodes.k8s_manifests:
+    settings:
+      kubernetes_version: "1.23.1"
+      stacks: [gpushare]
+      manifest_dir: /etc/kubernetes/kube-gpu-nodes/stacks
+    manifests: "{{ rendered }}"
+    kubeconfig: /etc/kubernetes/admin.conf
+"""
+
+RETURN = r"""
+applied:
+  description: Whether the manifests were applied (or, in check mode, dry-run applied) through the API.
+  returned: always
+  type: bool
+msg:
+  description: What happened, in words; starts with C(NOT APPLIED) when nothing reached the cluster, and lists removals.
+  returned: always
+  type: str
+plan:
+  description: The stacks section of the host plan (manifests, files, objects, remove_files, prune, assumed, ...).
+  returned: always
+  type: dict
+observed:
+  description: What the module read before any change (manifest files present, the API's labelled objects).
+  returned: always
+  type: dict
+live:
+  description: What the API showed at the end (labelled objects, planned objects missing, removed ones still there).
+  returned: when applied and not in check mode
+  type: dict
+manifests:
+  description: Per planned manifest, whether kubectl created or configured something, and its output.
+  returned: when applied
+  type: list
+removed:
+  description: The objects deleted (or, in check mode, that would be), as C(Kind namespace/name (stack)).
+  returned: always
+  type: list
+removed_files:
+  description: The manifest files removed (or, in check mode, that would be).
+  returned: always
+  type: list
+"""
+
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objects  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import MANAGED_BY, PRUNED_RESOURCES  # noqa: E402
+
+BACKUP = ".backup"
+SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
+
+
+class ApplyFailed(Exception):
+    """kubectl refused a manifest or a deletion."""
+
+
+def kubectl(module, p, args, data=None):
+    argv = [p["kubectl"], "--kubeconfig", p["kubeconfig"], f"--request-timeout={p['request_timeout']}s", *args]
+    rc, out, err = host.run(module, argv, timeout=max(60, 3 * p["request_timeout"]), data=data)
+    return rc, out or "", err or ""
+
+
+def _words(rc, out, err):
+    text = (err or out or "").strip()
+    if rc is None:
+        return text or "kubectl not found"
+    return text.splitlines()[0][:300] if text else f"kubectl exited {rc}"
+
+
+def manifest_files(folder):
+    """Relative paths of the manifests in the folder (its .backup copies left out)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != BACKUP)
+        for name in sorted(files):
+            if name.endswith((".yml", ".yaml")) and not name.startswith("."):
+                found.append(os.path.relpath(os.path.join(root, name), folder))
+    return found
+
+
+def read_api(module, p):
+    """Whether the API server is ready, and every object labelled as this project's, with the custom objects of
+    the project's CRDs."""
+    rc, out, err = kubectl(module, p, ["get", "--raw", "/readyz"])
+    if rc != 0:
+        return {"reachable": False, "error": f"`{p['kubectl']} --kubeconfig {p['kubeconfig']} get --raw /readyz` "
+                                              f"failed (rc={rc if rc is not None else 'n/a'}: {_words(rc, out, err)})"}
+    rc, out, err = kubectl(module, p, ["get", ",".join(PRUNED_RESOURCES), "--all-namespaces", "-l", SELECTOR,
+                                       "--output=json"])
+    try:
+        if rc != 0:
+            raise KgnError(_words(rc, out, err))
+        objects = api_objects(out)
+    except KgnError as err_:
+        return {"reachable": True, "error": f"listing the project's objects failed: {err_}", "objects": None}
+    custom = {}
+    for crd in (o for o in objects if o["kind"] == "CustomResourceDefinition" and o.get("crd")):
+        resource = f"{crd['crd']['plural']}.{crd['crd']['group']}"
+        rc, out, err = kubectl(module, p, ["get", resource, "--all-namespaces", "--output=json"])
+        try:
+            if rc != 0:
+                raise KgnError(_words(rc, out, err))
+            custom[crd["name"]] = {"objects": api_objects(out), "error": ""}
+        except KgnError as err_:
+            custom[crd["name"]] = {"objects": [], "error": str(err_)}
+    return {"reachable": True, "error": "", "objects": objects, "custom_objects": custom}
+
+
+def observe(module, p, manifest_dir):
+    observed = {"files": manifest_files(manifest_dir),
+                "api": {"reachable": None, "error": "apply is disabled (gpu_sharing_stacks_apply_enabled: false)"}}
+    if p["apply"]:
+        observed["api"] = read_api(module, p)
+    return observed
+
+
+def _resource(obj):
+    kind = obj["kind"].lower()
+    return f"{kind}.{obj['group']}" if obj["group"] else kind
+
+
+def _shown(obj):
+    where = f"{obj['namespace']}/" if obj.get("namespace") else ""
+    return f"{obj['kind']} {where}{obj['name']}" + (f" ({obj['stack']})" if obj.get("stack") else "")
+
+
+def apply_manifests(module, p, plan, observed, check):
+    # a server dry run cannot know the kinds of a CRD this run creates: those custom objects are not dry-run
+    live_crds = {o["name"] for o in observed["api"].get("objects") or [] if o["kind"] == "CustomResourceDefinition"}
+    new_groups = {o["name"].split(".", 1)[1] for o in plan["objects"]
+                  if o["kind"] == "CustomResourceDefinition" and o["name"] not in live_crds}
+    results = []
+    for m in plan["manifests"]:
+        path = f"{plan['manifest_dir']}/{m['path']}"
+        if check and any(o["group"] in new_groups for o in plan["objects"] if o["path"] == m["path"]):
+            results.append({"path": m["path"], "output": [], "changed": True, "skipped": True})
+            continue
+        args = ["apply", f"--dry-run={'server' if check else 'none'}", "-f", "-" if check else path]
+        rc, out, err = kubectl(module, p, args, data=p["manifests"][m["path"]] if check else None)
+        if rc != 0:
+            raise ApplyFailed(f"kubectl apply -f {path} failed: {(err or out).strip()[:600]}")
+        lines = out.strip().splitlines()
+        results.append({"path": m["path"], "output": lines,
+                        "changed": any(" created" in line or " configured" in line for line in lines)})
+    return results
+
+
+def prune(module, p, plan, check):
+    for obj in plan["prune"]:
+        args = ["delete", f"{_resource(obj)}/{obj['name']}", "--ignore-not-found", "--timeout=60s",
+                f"--dry-run={'server' if check else 'none'}"]
+        if obj["namespace"]:
+            args += ["--namespace", obj["namespace"]]
+        rc, out, err = kubectl(module, p, args)
+        if rc != 0:
+            raise ApplyFailed(f"kubectl delete {_resource(obj)}/{obj['name']} failed: {(err or out).strip()[:600]}")
+
+
+def write_files(todo, manifest_dir):
+    """Back up (under .backup/<folder>) and write or remove each pending file; remove emptied folders."""
+    by_folder = {}
+    for item in todo:
+        by_folder.setdefault(os.path.dirname(os.path.relpath(item["path"], manifest_dir)), []).append(item)
+    for folder, items in sorted(by_folder.items()):
+        change.write(items, backup_dir=os.path.join(manifest_dir, BACKUP, folder))
+        target = os.path.join(manifest_dir, folder)
+        if folder and os.path.isdir(target) and not os.listdir(target):
+            os.rmdir(target)
+
+
+def live_state(module, p, plan):
+    api = read_api(module, p)
+    if not api.get("reachable") or api.get("objects") is None:
+        return {"reachable": bool(api.get("reachable")), "error": api.get("error"), "missing": [], "left": []}
+    seen = {(o["group"], o["kind"], o["namespace"], o["name"]) for o in api["objects"]}
+    seen |= {(o["group"], o["kind"], o["namespace"], o["name"])
+             for listed in api["custom_objects"].values() for o in listed["objects"]}
+    # every planned object carries the project's labels, so the labelled list shows it (a Namespace is not listed)
+    missing = [_shown(o) for o in plan["objects"]
+               if o["kind"] != "Namespace" and (o["group"], o["kind"], o["namespace"], o["name"]) not in seen]
+    left = [_shown(o) for o in plan["prune"] if (o["group"], o["kind"], o["namespace"], o["name"]) in seen]
+    return {"reachable": True, "error": "", "objects": [_shown(dict(o, stack="")) for o in api["objects"]],
+            "missing": missing, "left": left}
+
+
+def _removal_diff(plan):
+    return [{"before_header": _shown(o), "after_header": f"{_shown(o)} (deleted)", "before": "exists\n", "after": ""}
+            for o in plan["prune"]]
+
+
+def _summary(plan, applied, reason, results, removed_files, check):
+    would = "would be " if check else ""
+    sentences = []
+    if applied and not results:
+        sentences.append("No stack is chosen: nothing to apply")
+    elif applied:
+        changed = [r["path"] for r in results if r["changed"]]
+        skipped = [r["path"] for r in results if r.get("skipped")]
+        changes = f", {len(changed)} {would}changed ({', '.join(changed)})" if changed else ", all unchanged"
+        sentences.append(f"{'Server dry run: ' if check else ''}{len(results)} manifest(s) applied{changes}")
+        if skipped:
+            sentences.append(f"Not dry-run (their CRD is created by this run): {', '.join(skipped)}")
+    else:
+        sentences.append(f"NOT APPLIED: the manifests are {'(would be) ' if check else ''}written to "
+                         f"{plan['manifest_dir']}, but {reason}. Nothing in the cluster was applied or removed; apply "
+                         f"them later with kubectl apply -f, or fix gpu_sharing_stacks_kubectl / "
+                         f"gpu_sharing_stacks_kubeconfig")
+    if plan["prune"] and applied:
+        sentences.append(f"Objects {would}removed (no longer chosen): " + "; ".join(_shown(o) for o in plan["prune"]))
+    if removed_files:
+        sentences.append(f"Manifest files {would}removed: " + ", ".join(removed_files))
+    return ". ".join(sentences) + "."
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "settings": {"type": "dict", "required": True},
+            "manifests": {"type": "dict", "required": True},
+            "kubectl": {"type": "str", "default": "kubectl"},
+            "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
+            "apply": {"type": "bool", "default": True},
+            "request_timeout": {"type": "int", "default": 10},
+            "render_dir": {"type": "path"},
+            "render_host": {"type": "str"},
+        },
+        required_together=[("render_dir", "render_host")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    inputs = dict(p["settings"], manifests=p["manifests"])
+    rendering = bool(p["render_dir"])
+    manifest_dir = str(inputs.get("manifest_dir") or "/etc/kubernetes/kube-gpu-nodes/stacks").rstrip("/")
+    observed = {} if rendering else observe(module, p, manifest_dir)
+    try:
+        plan = host_plan({"stacks": inputs}, {"stacks": observed})["stacks"]
+    except KgnError as err:
+        msg = str(err)
+        module.fail_json(msg=msg if "Nothing was changed" in msg else f"{msg}. Nothing was changed.",
+                         observed=observed)
+    if rendering:
+        written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "stacks")
+        module.exit_json(changed=bool(written), applied=False, msg="rendered", plan=plan, observed=observed,
+                         removed=[], removed_files=[])
+
+    facts = {"kgn_observed_stacks": observed}
+    todo = change.pending(plan["files"])
+    gone = change.pending([{"path": path, "content": None} for path in plan["remove_files"]])
+    diff = change.diff(todo + gone)
+    api = observed["api"]
+    applied = bool(api.get("reachable"))
+    reason = api.get("error") or ""
+    result = {"plan": plan, "observed": observed, "removed_files": [g["path"] for g in gone],
+              "removed": [_shown(o) for o in plan["prune"]] if applied else [], "ansible_facts": facts}
+    if api.get("reachable") and api.get("objects") is None:
+        reason = api["error"]
+    if not module.check_mode and (todo or gone):
+        try:
+            write_files(todo + gone, manifest_dir)
+        except change.ChangeFailed as err:
+            module.fail_json(msg=f"Writing the manifests to {manifest_dir} failed: {err}", diff=diff, **result)
+    results = []
+    if applied:
+        try:
+            results = apply_manifests(module, p, plan, observed, module.check_mode)
+            prune(module, p, plan, module.check_mode)
+        except ApplyFailed as err:
+            module.fail_json(msg=f"{err}. The manifest files are written to {manifest_dir}; fix the cause and run "
+                                 f"again.", changed=bool(todo or gone), diff=diff, manifests=results, **result)
+    diff += _removal_diff(plan) if applied else []
+    changed = bool(todo or gone or any(r["changed"] for r in results) or (applied and plan["prune"]))
+    msg = _summary(plan, applied, reason, results, result["removed_files"], module.check_mode)
+    if applied and reason:
+        msg += f" Nothing was removed from the cluster: {reason}."
+    if applied and not module.check_mode:
+        result["live"] = live_state(module, p, plan)
+        problems = result["live"]["missing"] + [f"{o} is still there" for o in result["live"]["left"]]
+        if problems:
+            module.fail_json(msg=f"kubectl applied and deleted without an error, but the API does not show it: "
+                                 f"missing {', '.join(result['live']['missing']) or 'nothing'}; "
+                                 f"{', '.join(result['live']['left']) or 'no removed object'} still there.",
+                             changed=changed, diff=diff, manifests=results, **result)
+    module.exit_json(changed=changed, applied=applied, reason=reason, msg=msg, diff=diff, manifests=results,
+                     **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""node_labels module, run through `ansible localhost -m` against a fake kubectl: one read per API server, a
+patch only for the nodes that differ, every node reported, nothing failed for an API that does not answer."""
+
+from __future__ import annotations
+
+import json
+
+from kubectl_fake import answer, calls, install, items, run_module
+
+MANAGED = "kube-gpu-nodes.io/managed-labels"
+NO_GPU = {"gpu_present": False, "gpus": []}
+
+
+def _node(name, labels=None):
+    labels = labels or {}
+    annotations = {MANAGED: ",".join(sorted(labels))} if labels else {}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": dict(labels, **{"kubernetes.io/hostname": name}),
+                         "annotations": annotations}}
+
+
+DONE = {"gpushare": "true", "nvidia.com/gpu.present": "false"}
+NODES = {"gpu1": {"stacks": ["gpushare"], "gpu_facts": NO_GPU, "require_gpu": False},
+         "gpu2": {"stacks": ["gpushare"], "gpu_facts": NO_GPU, "require_gpu": False, "node_name": "gpu-2"}}
+
+
+def _args(tmp_path, rules, **over):
+    return {"nodes": NODES, "api_host": "cp1", "kubectl": str(install(tmp_path / "bin", rules)),
+            "kubeconfig": "/fake/admin.conf", **over}
+
+
+def test_one_read_and_a_patch_only_for_the_node_that_differs(tmp_path):
+    before = answer(items(_node("gpu1"), _node("gpu-2", DONE)))
+    after = answer(items(_node("gpu1", DONE), _node("gpu-2", DONE)))
+    rules = [{"match": ["get", "nodes"], "answers": [before, after]},
+             {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
+    result = run_module("node_labels", _args(tmp_path, rules))
+    assert result["status"] == "CHANGED", result
+    assert result["nodes"]["gpu1"]["status"] == "patched" and result["nodes"]["gpu2"]["status"] == "unchanged"
+    argvs = [c["argv"] for c in calls(tmp_path / "bin")]
+    patches = [a for a in argvs if a[0] == "patch"]
+    assert len(patches) == 1 and patches[0][:3] == ["patch", "node", "gpu1"] and "--dry-run=none" in patches[0]
+    sent = json.loads(patches[0][patches[0].index("-p") + 1])
+    assert sent["metadata"]["labels"] == DONE and sent["metadata"]["annotations"][MANAGED] == ",".join(sorted(DONE))
+    assert argvs.count(["get", "nodes", "--output=json"]) == 2  # one read, one live check after the patch
+    assert result["nodes"]["gpu1"]["record"]["labels"]["gpushare"] == "true"
+
+
+def test_check_mode_sends_the_patch_as_a_server_dry_run(tmp_path):
+    rules = [{"match": ["get", "nodes"], "answers": [answer(items(_node("gpu1"), _node("gpu-2")))]},
+             {"match": ["patch", "node"], "answers": [answer("node/x patched (server dry run)\n")]}]
+    result = run_module("node_labels", _args(tmp_path, rules), check=True)
+    assert result["status"] == "CHANGED"
+    assert {n["status"] for n in result["nodes"].values()} == {"would patch"}
+    patches = [c["argv"] for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]
+    assert len(patches) == 2 and all("--dry-run=server" in p for p in patches)
+
+
+def test_a_patch_the_api_does_not_show_is_reported(tmp_path):
+    rules = [{"match": ["get", "nodes"], "answers": [answer(items(_node("gpu1"), _node("gpu-2", DONE)))]},
+             {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
+    result = run_module("node_labels", _args(tmp_path, rules))
+    assert result["nodes"]["gpu1"]["status"] == "patch not live"
+    assert "gpushare" in result["nodes"]["gpu1"]["reason"]
+
+
+def test_an_api_that_does_not_answer_is_said_per_node_not_a_failure(tmp_path):
+    rules = [{"match": ["get", "nodes"], "answers": [answer(rc=1, stderr="Unable to connect to the server\n")]}]
+    result = run_module("node_labels", _args(tmp_path, rules))
+    assert result["status"] == "SUCCESS"
+    for node in result["nodes"].values():
+        assert node["status"] == "api unreachable"
+        assert "Unable to connect to the server" in node["reason"] and "kubectl on cp1" in node["reason"]
+        assert node["desired"] == DONE
+
+
+def test_a_node_the_api_does_not_know_is_not_registered(tmp_path):
+    rules = [{"match": ["get", "nodes"], "answers": [answer(items(_node("gpu1", DONE)))]}]
+    result = run_module("node_labels", _args(tmp_path, rules))
+    assert result["status"] == "SUCCESS"
+    assert result["nodes"]["gpu2"]["status"] == "not registered"
+    assert result["nodes"]["gpu2"]["record"] == {"node_name": "gpu-2", "registered": False, "labels": {},
+                                                  "annotations": {}}
+    assert not [c for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]
+
+
+def test_render_writes_each_nodes_patch_without_kubectl(tmp_path):
+    args = _args(tmp_path, [], render_dir=str(tmp_path / "out"),
+                 observed={"nodes": {"gpu-2": {"labels": DONE, "annotations": {MANAGED: "gpushare"}}}})
+    result = run_module("node_labels", args)
+    patch = json.loads((tmp_path / "out/gpu1/etc/kubernetes/kube-gpu-nodes/node-labels.json").read_text())
+    assert patch["metadata"]["labels"] == DONE
+    recorded = json.loads((tmp_path / "out/gpu2/etc/kubernetes/kube-gpu-nodes/node-labels.json").read_text())
+    assert recorded == {}  # the recorded node already has them: nothing to send
+    assert result["nodes"]["gpu1"]["status"] == "rendered" and calls(tmp_path / "bin") == []
