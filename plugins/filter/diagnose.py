@@ -5,6 +5,8 @@ Filters (documentation: the sidecar ``<filter>.yml`` files):
   diagnose        checks + the diagnosis catalog -> the same checks with known causes and fixes
   verify_verdict  checks -> ok / degraded / failed
   verify_daemonsets  DaemonSet objects from the API -> [{name, namespace, args, desired, ready}]
+  verify_observed / verify_expected  the recorded states, the probe and the API -> what the checks read
+                                     (plugins/module_utils/verify.py)
 
 A check is a plain dict ``{id, title, status, summary, evidence}``; status is one of
 ``ok`` (as expected), ``warn`` (degrades the node, e.g. no GPU on a lab node), ``failed``
@@ -22,6 +24,8 @@ import re
 import string
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 STATUSES = ("ok", "warn", "failed", "skipped")
 VERDICTS = ("ok", "degraded", "failed")
@@ -35,6 +39,8 @@ TITLES = {
     "nvidia_smi": "nvidia-smi answers with the pinned version",
     "runtime_registered": "nvidia runtime registered in the container runtime",
     "runtime_default": "container runtime's default runtime is nvidia",
+    "runtime_binary": "the runtime binary the engine runs exists and executes",
+    "runtime_current": "the engine runs the config files on disk",
     "device_plugin_socket": "device plugin socket registered with kubelet",
     "node_registered": "node registered in the API",
     "node_labels": "expected node labels present",
@@ -155,8 +161,11 @@ def _runtime_checks(runtime):
     data = runtime.get(engine) or {"error": f"{engine} is not installed"}
     registered = list(data.get("runtimes") or [])
     default = data.get("default_runtime") or ""
+    binary = data.get("binary") or {}
     evidence = {
         "engine": engine,
+        "active": data.get("active", True),
+        "service": data.get("service") or "",
         "answered": bool(data.get("answered")),
         "error": data.get("error") or "",
         "default_runtime": default,
@@ -167,12 +176,22 @@ def _runtime_checks(runtime):
         "config_path": data.get("config_path") or "",
         "toolkit_installed": runtime.get("toolkit_installed"),
     }
+    checks = []
+    if binary:
+        binary_evidence = {"engine": engine, "binary": binary.get("path") or "", "exists": bool(binary.get("exists")),
+                           "executes": bool(binary.get("executes")), "binary_error": binary.get("error") or ""}
+        if binary.get("executes"):
+            checks.append(_check("runtime_binary", "ok", f"{binary.get('path')} runs ({binary.get('version') or 'ok'})",
+                                 **binary_evidence))
+        else:
+            why = "does not exist" if not binary.get("exists") else f"fails: {binary.get('error')}"
+            checks.append(_check("runtime_binary", "failed", f"{binary.get('path')} {why}", **binary_evidence))
     if not data.get("answered"):
         line = (data.get("error") or "no answer").strip().splitlines()
         summary = f"{engine} did not answer: {line[0] if line else ''}"
-        return [_check("runtime_registered", "failed", summary, **evidence),
-                _check("runtime_default", "skipped", f"skipped: {engine} did not answer", **evidence)]
-    checks = []
+        checks.append(_check("runtime_registered", "failed", summary, **evidence))
+        checks.append(_check("runtime_default", "skipped", f"skipped: {engine} did not answer", **evidence))
+        return checks
     if "nvidia" in registered:
         checks.append(_check("runtime_registered", "ok", f"{engine} knows the nvidia runtime", **evidence))
     else:
@@ -183,6 +202,14 @@ def _runtime_checks(runtime):
     else:
         checks.append(_check("runtime_default", "failed", f"{engine} default runtime is "
                              f"{default or 'unset'}, not nvidia", **evidence))
+    stale = list(data.get("stale_files") or [])
+    if "stale_files" in data:
+        if stale:
+            checks.append(_check("runtime_current", "failed", f"{engine} was started before {', '.join(stale)} "
+                                 "last changed", engine=engine, stale_files=stale))
+        else:
+            checks.append(_check("runtime_current", "ok", f"{engine} was started after its config files changed",
+                                 engine=engine, stale_files=[]))
     return checks
 
 
@@ -505,4 +532,5 @@ class FilterModule:
             "diagnose": diagnose,
             "verify_verdict": verify_verdict,
             "verify_daemonsets": verify_daemonsets,
+            **wrap({"verify_observed": verify.verify_observed, "verify_expected": verify.verify_expected}),
         }

@@ -7,8 +7,8 @@ Filters (documentation: the sidecar ``<filter>.yml`` files):
   report_markdown  the report -> Markdown (table, then every problem with its causes and fixes)
   report_text      the report -> a plain-text table for the console
 
-Columns of the per-run report (roles/gpu_node_verify/README.md): host, role, GPU model x count, driver, CUDA, runtime and its default,
-scheduler config variant, labels, stack, verdict.
+Columns of the per-run report (roles/gpu_node_verify/README.md): host, role, GPU model x count, driver,
+CUDA, runtime and its default, scheduler config variant, labels, stack, verdict.
 """
 
 from __future__ import annotations
