@@ -33,11 +33,12 @@ def api_nodes(registered: object, fields: object = None) -> dict:
         )
     index: dict = {}
     for result in results:
-        if not isinstance(result, dict) or not isinstance(result.get("item"), dict) or "host" not in result["item"]:
-            raise KgnError(f"{name}: every result needs the loop item it ran for, a dict with 'host'")
+        item = result.get("item") if isinstance(result, dict) else None
+        if not (isinstance(item, str) or (isinstance(item, dict) and "host" in item)):
+            raise KgnError(f"{name}: every result needs the loop item it ran for, the API host or a dict with 'host'")
         if result.get("skipped"):
             continue
-        host = result["item"]["host"]
+        host = item if isinstance(item, str) else item["host"]
         error = ""
         nodes: dict = {}
         if result.get("unreachable") or result.get("rc", 1) != 0:

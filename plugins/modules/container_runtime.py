@@ -275,7 +275,8 @@ def run(module):
                          repaired=[], would_repair=live["problems"], diff=diff,
                          ansible_facts=recorded("container_runtime", observed, plan, live, due, module.check_mode))
 
-    repaired = list(live["problems"])
+    # a live problem is a repair when the files were right; otherwise it is what this change sets up
+    repaired = [p for p in live["problems"] if not todo or "not running" in p or "does not answer" in p]
     started = time.time()
     try:
         devices.create_links(guard["links"])

@@ -22,8 +22,8 @@ description:
     before Volta, MPS on MIG, two stacks that claim the GPUs) is C(refused) and gets no patch; the others go on.
   - After a patch the node is read again, and a patch the API does not show is reported (C(patch not live)).
   - With O(render_dir) it contacts no API; it writes each node's merge patch to
-    C(<render_dir>/<inventory host>/etc/kubernetes/kube-gpu-nodes/node-labels.json) (against the labels in
-    O(observed), else against a node without labels) and its plan to C(_plan/node_labels.json).
+    C(<render_dir>/<inventory host>/_plan/node_labels.json), key C(patch) (against the labels in
+    O(observed), else against a node without labels), with the rest of its plan.
 options:
   nodes:
     description:
@@ -108,8 +108,6 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
 
-PATCH_FILE = "/etc/kubernetes/kube-gpu-nodes/node-labels.json"
-
 
 def kubectl(module, p, args):
     argv = [p["kubectl"], "--kubeconfig", p["kubeconfig"], f"--request-timeout={p['request_timeout']}s", *args]
@@ -163,9 +161,8 @@ def render(p, plan):
         results[inventory_host] = dict(entry, status="rendered" if entry["status"] == "render" else entry["status"])
         if entry["status"] != "render":
             continue
-        patch = [{"path": PATCH_FILE, "content": json.dumps(entry["patch"], indent=4, sort_keys=True) + "\n",
-                  "mode": "0644"}]
-        written += change.render(p["render_dir"], inventory_host, patch, dict(entry, api=plan["api"]), "node_labels")
+        # labels go to the API, not to a file on the node: the render is the plan, with the merge patch in it
+        written += change.render(p["render_dir"], inventory_host, [], dict(entry, api=plan["api"]), "node_labels")
     return results, written
 
 

@@ -88,8 +88,9 @@ def test_render_writes_each_nodes_patch_without_kubectl(tmp_path):
     args = _args(tmp_path, [], render_dir=str(tmp_path / "out"),
                  observed={"nodes": {"gpu-2": {"labels": DONE, "annotations": {MANAGED: "gpushare"}}}})
     result = run_module("node_labels", args)
-    patch = json.loads((tmp_path / "out/gpu1/etc/kubernetes/kube-gpu-nodes/node-labels.json").read_text())
+    patch = json.loads((tmp_path / "out/gpu1/_plan/node_labels.json").read_text())["patch"]
     assert patch["metadata"]["labels"] == DONE
-    recorded = json.loads((tmp_path / "out/gpu2/etc/kubernetes/kube-gpu-nodes/node-labels.json").read_text())
+    recorded = json.loads((tmp_path / "out/gpu2/_plan/node_labels.json").read_text())["patch"]
     assert recorded == {}  # the recorded node already has them: nothing to send
+    assert not (tmp_path / "out/gpu1/etc").exists()  # labels go to the API: no file on the node
     assert result["nodes"]["gpu1"]["status"] == "rendered" and calls(tmp_path / "bin") == []
