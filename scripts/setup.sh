@@ -40,7 +40,9 @@ PY
   rm -rf "$tmp"
   echo "$ansible_wheel_version" >"$dest/.bundle"
 fi
-# A plain checkout is the collection kgn.gpu_nodes: link it where Ansible and Python look for it.
+# A plain checkout is the collection kgn.gpu_nodes: link it where Ansible and Python look for it, and drop a
+# copy of it that a tool installed into the user's collections folder (it would shadow the checkout).
+rm -rf "${HOME:-/root}/.ansible/collections/ansible_collections/kgn/gpu_nodes"
 mkdir -p "$dest/kgn"
 if [ "$(readlink "$dest/kgn/gpu_nodes" 2>/dev/null)" != "$top" ]; then
   ln -sfn "$top" "$dest/kgn/gpu_nodes"
