@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fleet-scale benchmark of site.yml on the lab (fleet-scale no-op and converge time; bench/README.md). Not part of the test command.
+"""Fleet-scale benchmark of site.yml on the lab (no-op and converge time; bench/README.md). Not a test.
 
 For each N it starts N GPU node containers beside the lab's control-plane nodes, then measures
   - first converge from fresh nodes (package cache warm; with --cold, the N=1 run empties it first)

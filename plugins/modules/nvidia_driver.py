@@ -955,7 +955,7 @@ def main():
         try:
             plan = host_plan({"nvidia_driver": inputs}, {"nvidia_driver": observed})["nvidia_driver"]
         except KgnError as err:
-            module.fail_json(msg=f"{p['render_host']}: {err}. Nothing was rendered.")
+            module.fail_json(msg=f"{err}. Nothing was rendered.")
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "nvidia_driver")
         module.exit_json(changed=bool(written), plan=plan, observed=observed, repaired=[], download="",
                          reboot_required=False, owned=(observed.get("driver") or {}).get("owned", True),

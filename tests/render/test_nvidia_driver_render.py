@@ -223,7 +223,7 @@ def test_a_host_without_an_os_fails_clearly(tmp_path):
     result = run_playbook("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"), "-e",
                           f"render_dir={tmp_path / 'out'}")
     assert result.returncode != 0
-    assert "unknown-os: nvidia_driver: the node's OS is not known" in result.stdout, result.stdout[-3000:]
+    assert "nvidia_driver: the node's OS is not known" in result.stdout, result.stdout[-3000:]
     assert "set kgn_observed_nvidia_driver.os.id/version_id" in result.stdout
     assert (tmp_path / "out/known/etc/modprobe.d/kgn-blacklist-nouveau.conf").is_file()
     assert not (tmp_path / "out/unknown-os").exists()
