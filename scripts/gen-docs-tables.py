@@ -50,11 +50,11 @@ def role_table(role: Path) -> str:
     rows = ["| variable | type | default | description |", "|---|---|---|---|"]
     for name, spec in options.items():
         kind = spec.get("type", "str") + (f" of {spec['elements']}" if spec.get("elements") else "")
-        default = json.dumps(spec["default"]) if "default" in spec else ("required" if spec.get("required") else "")
+        default = f"`{json.dumps(spec['default'])}`" if "default" in spec else ("required" if spec.get("required") else "")
         choices = f" One of {', '.join(f'`{c}`' for c in spec['choices'])}." if spec.get("choices") else ""
         description = spec.get("description", "")
         description = " ".join(description) if isinstance(description, list) else description
-        rows.append(f"| `{name}` | {kind} | `{_cell(default)}` | {_cell(description)}{choices} |")
+        rows.append(f"| `{name}` | {kind} | {_cell(default)} | {_cell(description)}{choices} |")
     return "\n".join(rows)
 
 

@@ -88,23 +88,8 @@ def _merge_hosts(problems: list[str], hosts: list[str]) -> list[str]:
     return merged
 
 
-def unknown_inputs(seen: list, prefix: str, known: list, hostvars, hosts: list) -> list[str]:
-    """Names starting with PREFIX that are not role inputs: SEEN (the play's, from the varnames lookup)
-    plus every variable of the HOSTS in HOSTVARS (inventory and facts), in order of first appearance."""
-    name = "unknown_inputs"
-    if not isinstance(prefix, str) or not prefix:
-        raise AnsibleFilterError(f"{name}: prefix must be the role's variable prefix, e.g. 'nvidia_driver_'")
-    if not all(isinstance(v, list) for v in (seen, known, hosts)):
-        raise AnsibleFilterError(
-            f"{name}: input (query('ansible.builtin.varnames', ...)), known and hosts (ansible_play_hosts) "
-            "must be lists"
-        )
-    names = list(seen) + [var for host in hosts for var in hostvars[host] if var.startswith(prefix)]
-    return [var for var in dict.fromkeys(names) if var not in known]
-
-
 class FilterModule:
     """Inventory contract filters."""
 
     def filters(self):
-        return {"inventory_problems": inventory_problems, "unknown_inputs": unknown_inputs}
+        return {"inventory_problems": inventory_problems}
