@@ -203,6 +203,23 @@ def check_live(module, p, plan, results):
     return live
 
 
+def words(inventory_host, result):
+    """What the role says for a node (``say``) and why it fails the host (``refusal``, empty when it does not)."""
+    say, refusal = [], ""
+    node, status = result.get("node_name"), result.get("status")
+    if status in ("not registered", "api unreachable"):
+        wanted = f" would get {json.dumps(result['desired'], sort_keys=True)}, but " if result.get("desired") else ": "
+        say.append(f"NOT LABELLED: {node}{wanted}{result.get('reason')}")
+    if result.get("foreign"):
+        say.append(f"Left alone on {node} (set by someone else to another value): {', '.join(result['foreign'])}; "
+                   "set gpu_node_labels_overwrite_foreign to take them over")
+    if status == "refused":
+        refusal = f"Nothing was changed on {inventory_host}. Fix: {'; '.join(result.get('problems') or [])}"
+    elif status in ("failed", "patch failed", "patch not live"):
+        refusal = f"{node}: {status}: {result.get('reason')}"
+    return dict(result, say=say, refusal=refusal)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -228,6 +245,7 @@ def main():
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     if rendering:
         results, written = render(p, plan)
+        results = {host: words(host, result) for host, result in results.items()}
         module.exit_json(changed=bool(written), nodes=results, plan=plan, observed=observed,
                          rendered=[os.path.relpath(w, p["render_dir"]) for w in written])
 
@@ -240,6 +258,7 @@ def main():
     extra = {}
     if any(r["status"] == "patched" for r in results.values()):
         extra["live"] = check_live(module, p, plan, results)
+    results = {host: words(host, result) for host, result in results.items()}
     module.exit_json(changed=changed, nodes=results, plan=plan, observed=observed, diff=diff, **extra)
 
 
