@@ -55,7 +55,7 @@ def test_skipped_results_are_left_out_and_a_plain_list_is_accepted():
     assert api_nodes([{"item": {"host": "cp1"}, "skipped": True}]) == {}
 
 
-@pytest.mark.parametrize("bad", ["text", {"results": [{"rc": 0}]}, {"results": [{"item": "cp1"}]}])
+@pytest.mark.parametrize("bad", ["text", {"results": [{"rc": 0}]}, {"results": [{"item": ["cp1"]}]}])
 def test_input_that_is_not_a_looped_register_is_refused(bad):
     with pytest.raises(KgnError, match="api_nodes"):
         api_nodes(bad)
@@ -138,3 +138,8 @@ def test_api_objects_names_group_kind_namespace_and_the_crd_it_defines():
 def test_answers_that_are_not_object_lists_are_refused(answer):
     with pytest.raises(KgnError, match="kubectl get"):
         api_objects(answer)
+
+
+def test_the_loop_item_may_be_the_api_host_itself():
+    answer = {"results": [{"item": "cp1", "rc": 0, "stdout": '{"items": []}'}]}
+    assert api_nodes(answer) == {"cp1": {"ok": True, "error": "", "nodes": {}}}
