@@ -170,3 +170,11 @@ class NodeLock:
         fcntl.flock(self.handle, fcntl.LOCK_UN)
         self.handle.close()
         return False
+
+
+def say(module, assumed=(), repaired=()):
+    """Show what a render had to assume and what a run repaired, as the run's warnings."""
+    for item in assumed:
+        module.warn(f"assumed: {item}")
+    for item in repaired:
+        module.warn(f"repaired: {item}")

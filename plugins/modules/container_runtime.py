@@ -258,6 +258,7 @@ def run(module):
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     if rendering:
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "container_runtime")
+        host.say(module, assumed=plan["assumed"])
         module.exit_json(changed=bool(written), engine=plan["engine"], plan=plan, observed=observed, repaired=[])
 
     facts = {"kgn_observed_container_runtime": observed}  # what a failure still records
@@ -295,6 +296,7 @@ def run(module):
     live["binary"] = _binary(module, p, plan["engine"])
     if not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts, changed=True)
+    host.say(module, repaired=repaired)
     module.exit_json(changed=True, engine=plan["engine"], plan=plan, live=live, observed=observed,
                      repaired=repaired, diff=diff,
                      ansible_facts=recorded("container_runtime", observed, plan, live, True, False, repaired))

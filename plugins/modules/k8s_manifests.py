@@ -315,6 +315,7 @@ def main():
                          observed=observed)
     if rendering:
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "stacks")
+        host.say(module, assumed=plan.get("assumed") or [])
         module.exit_json(changed=bool(written), applied=False, msg="rendered", plan=plan, observed=observed,
                          removed=[], removed_files=[])
 

@@ -544,6 +544,7 @@ def run(module):
               "left_alone_reason": plan["reason"] if plan["left_alone"] else "", "repaired": []}
     if rendering:
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "kube_scheduler")
+        host.say(module, assumed=plan["assumed"])
         module.exit_json(changed=bool(written), msg=plan["reason"], **result)
 
     live = live_state(module, plan)
@@ -584,6 +585,7 @@ def run(module):
 
     _apply(module, p, plan, todo, restart_needed, live, fail)
     result["repaired"] = repair
+    host.say(module, repaired=repair)
     live = live_state(module, plan)
     live["persisted_argv"] = plan["argv"]  # written by this run
     module.exit_json(changed=True, msg=plan["reason"], live=live, diff=diff,

@@ -245,7 +245,9 @@ def main():
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     if rendering:
         results, written = render(p, plan)
-        results = {host: words(host, result) for host, result in results.items()}
+        results = {name: words(name, result) for name, result in results.items()}
+        host.say(module, assumed=[f"{name}: {item}" for name, result in results.items()
+                                  for item in result.get("assumed") or []])
         module.exit_json(changed=bool(written), nodes=results, plan=plan, observed=observed,
                          rendered=[os.path.relpath(w, p["render_dir"]) for w in written])
 
@@ -258,7 +260,7 @@ def main():
     extra = {}
     if any(r["status"] == "patched" for r in results.values()):
         extra["live"] = check_live(module, p, plan, results)
-    results = {host: words(host, result) for host, result in results.items()}
+    results = {name: words(name, result) for name, result in results.items()}
     module.exit_json(changed=changed, nodes=results, plan=plan, observed=observed, diff=diff, **extra)
 
 

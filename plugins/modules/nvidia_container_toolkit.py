@@ -589,6 +589,7 @@ def execute(module, p, inputs, gpg):
         module.fail_json(msg=_nothing_changed(str(err)), observed=p["observed"] if rendering else {})
     if rendering:
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, CONCERN)
+        host.say(module, assumed=plan["assumed"])
         module.exit_json(changed=bool(written), plan=plan, observed=observed, repaired=[], diff=[])
 
     facts = {f"kgn_observed_{CONCERN}": observed}
@@ -628,6 +629,7 @@ def execute(module, p, inputs, gpg):
                 f"{toolkit.BINARY} ({', '.join(plan['names'])}) and look at the package manager's log.",
             changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=work.repaired, diff=diff,
             ansible_facts=facts)
+    host.say(module, repaired=work.repaired)
     module.exit_json(changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=work.repaired,
                      done=work.done, diff=diff,
                      ansible_facts=recorded(CONCERN, observed, after, live, bool(work.done), False, work.repaired))

@@ -957,6 +957,7 @@ def main():
         except KgnError as err:
             module.fail_json(msg=f"{err}. Nothing was rendered.")
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "nvidia_driver")
+        host.say(module, assumed=plan["assumed"])
         module.exit_json(changed=bool(written), plan=plan, observed=observed, repaired=[], download="",
                          reboot_required=False, owned=(observed.get("driver") or {}).get("owned", True),
                          gpu=observed.get("gpu") or {})
@@ -999,6 +1000,7 @@ def main():
     summary = _summary(run, run.module_changed)
     if summary:
         diff.append(summary)
+    host.say(module, repaired=[] if run.check else run.repaired)
     module.exit_json(changed=run.changed, plan=plan, observed=observed, live=live, owned=owned,
                      repaired=run.repaired if not run.check else [], would_repair=run.repaired if run.check else [],
                      actions=run.actions, download=run.download, disk=run.disk, installs=run.installs,
