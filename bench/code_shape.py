@@ -10,6 +10,7 @@ files and in role defaults and vars, and how many are longer than 300 characters
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -31,18 +32,14 @@ def show(rev: str, path: str) -> str:
     return subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True, check=True).stdout
 
 
-def count_tasks(node, top=True) -> int:
-    """Tasks in a task file (a list) or a playbook (plays with task lists)."""
+def count_tasks(node) -> int:
+    """Tasks in a task file (a list) or a playbook (plays with task lists); a block counts as one task too."""
     total = 0
-    if isinstance(node, list):
-        for item in node:
-            if isinstance(item, dict):
-                is_play = "hosts" in item or "import_playbook" in item or "ansible.builtin.import_playbook" in item
-                if not is_play and top:
-                    total += 1
-                for key in TASK_LISTS:
-                    if key in item:
-                        total += count_tasks(item[key], top=True) - (0 if is_play else 0)
+    for item in node if isinstance(node, list) else []:
+        if isinstance(item, dict):
+            is_play = "hosts" in item or "import_playbook" in item or "ansible.builtin.import_playbook" in item
+            total += 0 if is_play else 1
+            total += sum(count_tasks(item[key]) for key in TASK_LISTS if key in item)
     return total
 
 
@@ -56,10 +53,8 @@ def shape(rev: str) -> dict:
         if "/defaults/" in path or "/vars/" in path:
             continue
         set_facts += len(re.findall(r"^\s*(ansible\.builtin\.)?set_fact:", text, flags=re.M))
-        try:
+        with contextlib.suppress(yaml.YAMLError):
             tasks += count_tasks(yaml.safe_load(text))
-        except yaml.YAMLError:
-            pass
     return {"tasks": tasks, "set_fact": set_facts, "expressions": expressions, "over_300": long}
 
 

@@ -50,7 +50,8 @@ def role_table(role: Path) -> str:
     rows = ["| variable | type | default | description |", "|---|---|---|---|"]
     for name, spec in options.items():
         kind = spec.get("type", "str") + (f" of {spec['elements']}" if spec.get("elements") else "")
-        default = f"`{json.dumps(spec['default'])}`" if "default" in spec else ("required" if spec.get("required") else "")
+        default = f"`{json.dumps(spec['default'])}`" if "default" in spec else ""
+        default = default or ("required" if spec.get("required") else "")
         choices = f" One of {', '.join(f'`{c}`' for c in spec['choices'])}." if spec.get("choices") else ""
         description = spec.get("description", "")
         description = " ".join(description) if isinstance(description, list) else description

@@ -174,6 +174,8 @@ def _runtime_checks(runtime):
         "config_mentions_nvidia": data.get("config_mentions_nvidia"),
         "backup_mentions_nvidia": data.get("backup_mentions_nvidia"),
         "config_path": data.get("config_path") or "",
+        "dropin": data.get("dropin") or "",
+        "dropin_orphaned": bool(data.get("dropin_orphaned")),
         "toolkit_installed": runtime.get("toolkit_installed"),
     }
     checks = []

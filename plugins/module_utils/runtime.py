@@ -548,6 +548,18 @@ def _stale_files(engine: str, inputs: dict, observed: dict, containerd_version: 
     return stale
 
 
+def dropin_orphaned(config_text: object, dropin_path: str, dropin_text: object) -> bool:
+    """Whether our containerd drop-in is on disk but the main config no longer imports it (the config was
+    rewritten, e.g. by ``containerd config default``, which has no ``imports``)."""
+    if not dropin_path or dropin_text is None or config_text is None:
+        return False
+    try:
+        imports = toml_parse(config_text).get("imports") or []
+    except KgnError:
+        return False  # an unreadable config is reported by the engine's own checks
+    return not any(fnmatch.fnmatch(dropin_path, str(pattern)) for pattern in imports)
+
+
 def runtime_plan(inputs: object, observed: object) -> dict:
     """The container-runtime section of the host plan: which engine, the files it needs, what is removed.
 

@@ -84,6 +84,9 @@ def _runtime(state: dict, toolkit: dict, probe: dict) -> dict:
         "runtimes": list(live.get("runtimes") or []),
         "config_path": config,
         "backup_mentions_nvidia": probe.get("containerd_backup_mentions_nvidia"),
+        # our drop-in is on disk but the main config no longer imports it
+        "dropin": live.get("dropin") or "",
+        "dropin_orphaned": bool(live.get("dropin_orphaned")),
         "stale_files": list(live.get("stale_files") or []),
         "binary": binary,
     }

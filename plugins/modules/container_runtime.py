@@ -131,7 +131,7 @@ repaired:
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, runtime  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import binary_state, live_state  # noqa: E402
@@ -156,6 +156,14 @@ def observe(module, p):
         rc, out, _ = host.run(module, ["containerd", "config", "default"], timeout=20)
         observed["containerd_default"] = out if rc == 0 else None
     return observed
+
+
+def _dropin(p, plan, observed):
+    """Our containerd drop-in, and whether config.toml still imports it (what verify diagnoses)."""
+    path = p["containerd_dropin"] if any(f["path"] == p["containerd_dropin"] for f in plan["files"]) else ""
+    files = observed.get("files") or {}
+    return {"dropin": path, "dropin_orphaned": runtime.dropin_orphaned(files.get(p["containerd_config"]), path,
+                                                                       files.get(path))}
 
 
 def _binary(module, p, engine):
@@ -266,6 +274,7 @@ def run(module):
     todo = change.pending(plan["files"])
     stale = change.pending(plan["remove"])
     live = live_state(module, plan, p["set_default"])
+    live.update(_dropin(p, plan, observed))
     due = bool(todo or stale or live["problems"] or guard["links"] or guard["rule"])
     diff = change.diff(todo + stale)
     live["binary"] = _binary(module, p, plan["engine"])
@@ -293,6 +302,7 @@ def run(module):
                              + (f" {plan['service']} said: {' | '.join(words)}" if words else ""),
                          plan=plan, observed=observed, diff=diff)
     live = live_state(module, plan, p["set_default"])
+    live.update(dropin=_dropin(p, plan, observed)["dropin"], dropin_orphaned=False)
     live["binary"] = _binary(module, p, plan["engine"])
     if not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts, changed=True)

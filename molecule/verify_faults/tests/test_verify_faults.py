@@ -1,7 +1,5 @@
-"""The reports of playbooks/verify.yml: healthy nodes, then each hand-made fault with its diagnosis.
-
-Node-side assertions check the state each report describes really is on the node (the faults
-happened), then the JSON reports on the controller are checked row by row.
+"""The reports of site.yml on healthy nodes, of playbooks/verify.yml after four hand-made faults (each with
+its diagnosis, read live from the nodes), and of site.yml again (every fault repaired, checked on the nodes).
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPORTS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
-DOCKER, CONTAINERD, CP = "verify_faults-gpu-docker", "verify_faults-gpu-containerd", "verify_faults-cp"
+DOCKER, CONTAINERD, CP = "vf-gpu-docker", "vf-gpu-containerd", "vf-cp"
 
 
 def load(folder):
@@ -41,6 +39,11 @@ def healthy():
 @pytest.fixture(scope="module")
 def faults():
     return load("reports-faults")
+
+
+@pytest.fixture(scope="module")
+def repaired():
+    return load("reports-repaired")
 
 
 def test_healthy_report_lists_every_node_with_a_verdict(healthy):
@@ -72,10 +75,12 @@ def test_docker_default_runtime_back_to_runc(faults):
     assert "did you set the docker default runtime" in check(faults, DOCKER, "runtime_default")["diagnosis"][0]["cause"]
 
 
-def test_nvidia_runtime_removed_from_containerd_config(faults):
+def test_containerd_config_rewritten_without_the_import(faults):
     assert rows(faults)[CONTAINERD]["verdict"] == "failed"
     assert check(faults, CONTAINERD, "runtime_registered")["status"] == "failed"
-    assert causes(faults, CONTAINERD, "runtime_registered") == ["containerd_config_rewritten"]
+    assert causes(faults, CONTAINERD, "runtime_registered") == ["containerd_dropin_not_imported"]
+    evidence = check(faults, CONTAINERD, "runtime_registered")["evidence"]
+    assert evidence["dropin"] == "/etc/containerd/conf.d/99-nvidia.toml"
 
 
 def test_label_removed(faults):
@@ -92,17 +97,27 @@ def test_scheduler_config_flag_removed(faults):
     assert check(faults, CP, "scheduler_health")["status"] == "ok"
 
 
-def test_the_faults_are_real_on_the_nodes(host):
+def test_site_repairs_every_fault(repaired):
+    assert {h: r["verdict"] for h, r in rows(repaired).items()} == {
+        DOCKER: "degraded", CONTAINERD: "degraded", CP: "ok"}
+    for host, check_id in [(DOCKER, "runtime_default"), (CONTAINERD, "runtime_registered"),
+                           (DOCKER, "node_labels"), (CP, "scheduler_flag")]:
+        assert check(repaired, host, check_id)["status"] == "ok", (host, check_id)
+
+
+def test_the_repairs_are_real_on_the_nodes(host):
+    """The faults report read them live (tests above); after site.yml the live nodes are whole again."""
     name = host.backend.get_hostname()
     if name == DOCKER:
-        assert host.check_output("docker info --format '{{.DefaultRuntime}}'") == "runc"
+        assert host.check_output("docker info --format '{{.DefaultRuntime}}'") == "nvidia"
     elif name == CONTAINERD:
-        assert "runtimes.nvidia]" not in host.check_output("containerd config dump")
+        assert "runtimes.nvidia]" in host.check_output("containerd config dump")
     else:
-        assert "--config" not in host.file("/etc/systemd/system/kube-scheduler.service").content_string
-        assert (
-            "gpushare" not in host.file("/var/lib/kgn-standin-api/nodes/verify_faults-gpu-docker.json").content_string
-        )
+        pid = host.check_output("systemctl show -p MainPID --value kube-scheduler")
+        process = host.file(f"/proc/{pid}/cmdline").content_string.replace("\0", " ")
+        assert "--config=/etc/kubernetes/scheduler-policy-config.yaml" in process
+        labels = host.check_output(f"kubectl get node {DOCKER} -o jsonpath='{{.metadata.labels}}'")
+        assert '"gpushare":"true"' in labels
 
 
 def test_kgn_run_wrapper_keeps_runner_artifacts_and_report_in_check_mode():

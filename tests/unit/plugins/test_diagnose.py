@@ -199,6 +199,18 @@ def test_nvidia_runtime_removed_from_containerd_config_after_configuration():
     assert causes(checks["runtime_default"]) == ["containerd_default_not_nvidia"]
 
 
+def test_containerd_config_that_no_longer_imports_our_drop_in():
+    runtime = copy.deepcopy(CONTAINERD_OK)
+    runtime["containerd"].update(runtimes=["runc"], default_runtime="runc", backup_mentions_nvidia=False,
+                                 dropin="/etc/containerd/conf.d/99-nvidia.toml", dropin_orphaned=True)
+    runtime["toolkit_installed"] = True
+    checks, verdict = judge(node(runtime=runtime))
+    assert verdict == "failed"
+    assert causes(checks["runtime_registered"]) == ["containerd_dropin_not_imported"]
+    cause = checks["runtime_registered"]["diagnosis"][0]["cause"]
+    assert "no longer imports /etc/containerd/conf.d/99-nvidia.toml" in cause
+
+
 @pytest.mark.parametrize(
     ("toolkit", "entry"), [(True, "containerd_config_rewritten"), (False, "containerd_nvidia_missing")]
 )

@@ -501,6 +501,10 @@ class FakeModule:
     def __init__(self, answers=None, check_mode=False, tools=TOOLS):
         self.answers, self.check_mode, self.tools, self.calls = answers or {}, check_mode, tools, []
         self.params = {}
+        self.warnings = []
+
+    def warn(self, text):
+        self.warnings.append(text)
 
     def get_bin_path(self, name):
         return f"/usr/bin/{name}" if name in self.tools else None

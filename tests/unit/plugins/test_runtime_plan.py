@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli, runtime
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
 
@@ -71,3 +71,19 @@ def test_a_broken_daemon_json_is_refused_naming_the_line():
     observed = {"versions": {"docker": "20.10.24"}, "files": {"/etc/docker/daemon.json": '{\n  "a": 1\n  "b": 2\n}'}}
     with pytest.raises(KgnError, match=r"/etc/docker/daemon\.json is not valid JSON: line 3"):
         plan(observed, kubernetes_version="1.23.1")
+
+
+
+@pytest.mark.parametrize(
+    ("config", "dropin_text", "orphaned"),
+    [
+        ('version = 2\nimports = ["/etc/containerd/conf.d/99-nvidia.toml"]\n', "x", False),
+        ('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n', "x", False),  # a glob that covers it
+        ("version = 2\n[plugins]\n", "x", True),  # `containerd config default` written over ours
+        ("version = 2\n[plugins]\n", None, False),  # no drop-in on disk: nothing orphaned
+        ("not = [toml", "x", False),  # unreadable: the engine's own checks report it
+    ],
+)
+def test_a_drop_in_is_orphaned_only_when_present_and_no_longer_imported(config, dropin_text, orphaned):
+    assert runtime.dropin_orphaned(config, DROPIN, dropin_text) is orphaned
+    assert runtime.dropin_orphaned(config, "", dropin_text) is False

@@ -424,6 +424,10 @@ class FakeModule:
                        "gpg_key_fingerprint": FPR, "pkg_mgr": node.pkg_mgr, "lock_timeout": 120,
                        "render_dir": None, "render_host": None, "observed": {}, "version": "1.17.8", **params}
         self.run_command_environ_update = {}
+        self.warnings = []
+
+    def warn(self, text):
+        self.warnings.append(text)
 
     def get_bin_path(self, name):
         return f"/usr/bin/{name}" if self.node.has(name) else None
@@ -472,7 +476,7 @@ def run_module(monkeypatch, node, check_mode=False, **params) -> dict:
     monkeypatch.setattr(module_under_test, "AnsibleModule", lambda **spec: fake)
     with pytest.raises(Exit) as done:
         module_under_test.main()
-    return done.value.result
+    return {**done.value.result, "warnings": fake.warnings}
 
 
 def changing(node) -> list:
@@ -527,6 +531,7 @@ def test_apt_first_run_second_run_and_repair(root, monkeypatch):
     assert repaired["changed"] is True
     assert repaired["repaired"] == [
         "nvidia-container-toolkit-base 1.17.8-1 reinstalled: /usr/bin/nvidia-container-runtime is missing"]
+    assert repaired["warnings"] == ["repaired: " + repaired["repaired"][0]]  # what the run shows the user
     reinstall, hold = changing(node)[-2:]
     assert reinstall[:2] == ["apt-get", "install"] and "--reinstall" in reinstall
     assert reinstall[-1] == "nvidia-container-toolkit-base=1.17.8-1"
