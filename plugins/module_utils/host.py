@@ -15,9 +15,11 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def read(path, limit=4_000_000):
-    """The file's text, or None when it does not exist (or is not a regular file)."""
+    """The file's text, or None when it does not exist (or is not a regular file). Bytes that are not UTF-8
+    read as U+FFFD: the text goes into module results, which must be UTF-8 (parsers refuse it, see
+    plain.require_text; a file of ours that reads differently from its plan is simply rewritten)."""
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read(limit)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None

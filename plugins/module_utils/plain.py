@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import datetime
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+
+NOT_TEXT = "\ufffd"  # what host.read puts where a file has bytes that are not UTF-8
+
 
 class NotPlainError(TypeError):
     """A value with no plain equivalent (a set, an object, ...)."""
@@ -28,3 +32,13 @@ def to_plain(value: object) -> object:
     if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()
     raise NotPlainError(f"{value!r} ({type(value).__name__})")
+
+
+def require_text(text: str, what: str) -> str:
+    """``text`` as it is, or KgnError when the file it was read from holds bytes that are not UTF-8 (a damaged
+    or binary file): such a file is never parsed, merged and written back."""
+    position = text.find(NOT_TEXT)
+    if position >= 0:
+        raise KgnError(f"{what} is not UTF-8 text (character {position + 1} is a byte that is not text: damaged?); "
+                       "it was left as it is: fix or restore it and run again")
+    return text

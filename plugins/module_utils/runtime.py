@@ -13,7 +13,7 @@ import json
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli, _tomli_w
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, to_plain
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, require_text, to_plain
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import VersionError, parse_version
 
 NVIDIA_RUNTIME = "nvidia"
@@ -248,7 +248,7 @@ def nvidia_toolkit_rpm_packages(
 
 def json_document(text: object, path: str = "the file") -> dict:
     """Parse a JSON object from ``text``; the error names ``path``, line and column. Empty -> {}."""
-    body = "" if text is None else str(text)
+    body = "" if text is None else require_text(str(text), path)
     if not body.strip():
         return {}
     try:
@@ -450,7 +450,7 @@ def crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set
 def toml_parse(text: object, path: str = "the file") -> dict:
     """Parse TOML (the vendored tomli, so nodes before Python 3.11 parse alike); the error names ``path``.
     Empty -> {}."""
-    body = "" if text is None else str(text)
+    body = "" if text is None else require_text(str(text), path)
     try:
         return _plain(_tomli.loads(body))
     except _tomli.TOMLDecodeError as err:

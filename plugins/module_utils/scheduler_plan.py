@@ -29,7 +29,7 @@ import posixpath
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, to_plain
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, require_text, to_plain
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import (
     CONFIG_PATH,
     POLICY_PATH,
@@ -116,9 +116,11 @@ def yaml_load(text: str, what: str) -> object:
     yaml = _yaml()
     loader = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
     try:
-        return to_plain(yaml.load(text, Loader=loader))
+        return to_plain(yaml.load(require_text(text, what), Loader=loader))
     except yaml.YAMLError as err:
-        raise KgnError(f"{what} is not valid YAML/JSON ({err}); it was left as it is: fix it and run again") from None
+        problem = " ".join(str(err).split())  # PyYAML's message spans lines
+        raise KgnError(f"{what} is not valid YAML/JSON ({problem}); it was left as it is: fix it and run "
+                       "again") from None
     except NotPlainError as err:
         raise KgnError(f"{what} holds {err}, which a scheduler file cannot hold; fix it and run again") from None
 

@@ -150,8 +150,24 @@ case_stack_removed() {
   ok_run removed-stack-back site.yml --limit 'lab_kubeasz:localhost'
 }
 
+case_config_unreadable() {
+  say "the scheduler's config is overwritten with bytes that are not text and kube-scheduler restarted on it"
+  local config=/etc/kubernetes/scheduler-policy-config.yaml
+  on kgn-cp-kubeasz "cp -p $config /root/scheduler-config.fault && head -c 300 /dev/urandom > $config &&
+    sha256sum $config > /root/scheduler-config.damaged && systemctl restart kube-scheduler || true"
+  run unreadable site.yml
+  said unreadable "$config is not UTF-8 text"
+  said unreadable "the run stopped before its report"
+  on kgn-cp-kubeasz 'sha256sum -c --quiet /root/scheduler-config.damaged' || fail "the damaged file was changed"
+  on kgn-cp-kubeasz "mv /root/scheduler-config.fault $config"
+  ok_run unreadable-repair playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  on kgn-cp-kubeasz 'pid=$(systemctl show -p MainPID --value kube-scheduler); test "$pid" -gt 0 &&
+    tr "\0" " " < /proc/$pid/cmdline | grep -q -- "--config='"$config"'"' || fail "kube-scheduler is not back on its config"
+  unchanged unreadable-again playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+}
+
 cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
-       scheduler_restart_interrupted stack_removed)
+       scheduler_restart_interrupted config_unreadable stack_removed)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;

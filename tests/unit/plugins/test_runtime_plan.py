@@ -87,3 +87,10 @@ def test_a_broken_daemon_json_is_refused_naming_the_line():
 def test_a_drop_in_is_orphaned_only_when_present_and_no_longer_imported(config, dropin_text, orphaned):
     assert runtime.dropin_orphaned(config, DROPIN, dropin_text) is orphaned
     assert runtime.dropin_orphaned(config, "", dropin_text) is False
+
+
+@pytest.mark.parametrize("parse", [runtime.toml_parse, runtime.json_document])
+def test_a_file_with_bytes_that_are_not_utf8_is_never_parsed_merged_or_written_back(parse):
+    text = b'{"log-driver": "json-file", "label": "caf\xe9"}'.decode("utf-8", "replace")  # as host.read gives it
+    with pytest.raises(KgnError, match=r"/etc/x is not UTF-8 text \(character 42 .*left as it is"):
+        parse(text, "/etc/x")

@@ -450,3 +450,16 @@ def test_host_plan_has_the_kube_scheduler_section():
 def test_unknown_inputs_are_refused():
     with pytest.raises(KgnError, match="unknown input"):
         plan_of({"stack": ["gpushare"]}, kubeadm_observed())
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [(b"\x91\xfe binary \x00", "is not UTF-8 text"), (b"extenders: [unclosed\n", "is not valid YAML/JSON")],
+)
+def test_a_damaged_current_config_is_refused_and_named(damage, said):
+    """host.read gives undecodable bytes as U+FFFD: the plan refuses them with the file's name."""
+    mine = "/etc/kubernetes/my-scheduler.yaml"
+    observed = kubeadm_observed(kubeadm_text(extra=[f"--config={mine}"]),
+                                files={mine: damage.decode("utf-8", "replace")})
+    with pytest.raises(KgnError, match=f"the scheduler's current config {mine} {said}.*left as it is"):
+        plan_of(inputs(), observed)
