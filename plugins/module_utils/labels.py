@@ -71,7 +71,7 @@ def node_labels(gpu_facts, stacks=None, sharing="none", require_gpu=True):
     """Labels a GPU node should carry, as a dict of strings.
 
     From the GPU facts: the GPU Feature Discovery labels of nvidia_gfd_labels (present, product,
-    memory, count, compute capability, family, MIG capable, driver/CUDA versions), the seeds'
+    memory, count, compute capability, family, MIG capable, driver/CUDA versions), the reference clusters'
     ``accelerator=nvidia-tesla-t4`` model label and ``kube-gpu-nodes.io/gpu.volta-mps``. From the
     stacks: each stack's selector labels (gpushare=true, gpu-node=true, ...). ``sharing`` is the
     NVIDIA device plugin sharing mode (none, time-slicing, mps), published as GFD does with

@@ -9,7 +9,7 @@ Functions (parts of the stacks plan, stacks.stacks_plan):
                              and which sharing modes (time-slicing, MPS) it supports
   manifest_objects       which objects a rendered stack manifest holds (read on the node, no YAML library)
 
-Every fact cites a key of shared/reference/version-facts.md: C = manifest API removals,
+Every fact cites a key of docs/versions.md: C = manifest API removals,
 [KEP-2067] = master -> control-plane label and taint, [PR-80342] = critical-pod annotation,
 E1-E3 = device plugin ([DP], [DP-README-0.17]).
 """
@@ -28,7 +28,7 @@ MIN_KUBERNETES = (1, 11)
 MASTER = "node-role.kubernetes.io/master"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 
-# (apiVersion, kind, removed in minor) [WEB-DEPR-GUIDE] via version-facts C.
+# (apiVersion, kind, removed in minor) [WEB-DEPR-GUIDE] via docs/versions.md C.
 _REMOVED = (
     ("extensions/v1beta1", "DaemonSet", 16),
     ("extensions/v1beta1", "Deployment", 16),
@@ -81,7 +81,7 @@ def manifest_api(kubernetes_version):
     else:
         taints = [CONTROL_PLANE]
     # Tolerate both keys for 1.20-1.25: nodes made or upgraded in that window may carry either
-    # (version-facts C, "tolerate both keys for 1.20-1.25 clusters").
+    # (docs/versions.md C and its decision rules: "the project tolerates both keys on 1.20-1.25").
     tolerations = [MASTER] if m < 20 else [MASTER, CONTROL_PLANE] if m <= 25 else [CONTROL_PLANE]
     return {
         "kubernetes_minor": f"1.{m}",

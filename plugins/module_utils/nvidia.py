@@ -1,8 +1,8 @@
 """NVIDIA compatibility filters: CUDA vs driver, driver branch vs GPU, GPU facts and label values.
 
 Pure functions over plain data (str/int/bool/list/dict in and out). Every table cites its source key
-in /work/shared/reference/version-facts.md (section D1-D4, E4); the keys are explained in its
-section Z. Documentation for each filter is in the sidecar ``filter_plugins/<filter_name>.yml``.
+in docs/versions.md (section D1-D4, E4); the keys are listed with their upstream addresses in its
+Sources table. Documentation for each filter is in the sidecar ``filter_plugins/<filter_name>.yml``.
 """
 
 from __future__ import annotations
@@ -421,7 +421,7 @@ def nvidia_branch_supports_gpu(branch: object, gpu: object, kernel_module: str =
 
 
 def nvidia_accelerator_label(product_name: object) -> str:
-    """accelerator label value as in the seeds: 'Tesla T4' -> 'nvidia-tesla-t4'."""
+    """accelerator label value as in the reference clusters: 'Tesla T4' -> 'nvidia-tesla-t4'."""
     name = "nvidia_accelerator_label"
     if not isinstance(product_name, str) or not product_name.strip():
         raise _fail(name, f"product name {product_name!r} must be a non-empty string such as 'Tesla T4'")

@@ -1,7 +1,7 @@
 """kube-scheduler config APIs: what each apiVersion has, and how an existing config is read and converted.
 
 Pure Python, no Ansible imports; errors are ``SchedulerConfigError`` (a ``ValueError``) whose message the
-filter passes on. Facts cite the source keys of version-facts.md section A. The conversion rules are
+filter passes on. Facts cite the source keys of docs/versions.md section A. The conversion rules are
 documented in docs/scheduler-versions.md ("Merging with the existing config").
 """
 

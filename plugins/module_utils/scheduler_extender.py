@@ -3,10 +3,10 @@
 Pure Python, no Ansible imports. Errors are ``ExtenderError`` (a ``ValueError``).
 
 Internally an extender is a dict with KubeSchedulerConfiguration key names, ``httpTimeout`` held as integer
-nanoseconds. ``emit_extender`` spells it for a format (version-facts A3, [PR-91625]):
+nanoseconds. ``emit_extender`` spells it for a format (docs/versions.md A3, [PR-91625]):
 
 - ``policy`` (Policy files, v1alpha2): ``enableHttps``, ``httpTimeout`` integer nanoseconds; kube-scheduler
-  decodes these entries case-insensitively and silently ignores unknown keys (version-facts "Observed").
+  decodes these entries case-insensitively and silently ignores unknown keys (docs/versions.md "Observed").
 - ``config`` (KubeSchedulerConfiguration v1beta1+): ``enableHTTPS``, ``httpTimeout`` duration string such as
   ``"30s"``; decoding is strict and case-sensitive.
 """
@@ -53,7 +53,7 @@ BOOL_KEYS = ("enableHTTPS", "nodeCacheCapable", "ignorable")
 VERB_KEYS = ("filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb")
 
 # An extended resource name: <DNS subdomain>/<name>, not in the kubernetes.io domain (kube-scheduler rejects
-# "gpu-mem" without a domain, version-facts "Observed").
+# "gpu-mem" without a domain, docs/versions.md "Observed").
 _DOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 _RESOURCE_RE = re.compile(rf"^{_DOMAIN}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")

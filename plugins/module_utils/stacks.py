@@ -16,18 +16,18 @@ Section of the host plan (plan.SECTIONS "stacks"):
                        and second kube-scheduler for a Kubernetes version, the refusals, and what is removed
                        (objects and manifest files of what is no longer selected)
 
-Sources (keys from shared/reference/version-facts.md and the seeds):
-  gpushare   seeds/gpushare-on-kubeasz-1.23.md, seeds/gpu-sharing-design-policy-json-mps.md
+Sources (keys from docs/versions.md and the reference clusters of docs/field-notes.md):
+  gpushare   "kubeasz 1.23 with Aliyun gpushare", "gpushare design with a Policy file and MPS"
              (urlPrefix http://127.0.0.1:32766/gpushare-scheduler, filter + bind, nodeCacheCapable,
              managedResources aliyun.com/gpu-mem ignoredByScheduler false, ignorable false,
              Service NodePort 32766 -> 12345, nodeSelector gpushare=true)
-  nano_gpu   seeds/superedge-device-plugin-nano-gpu.md (urlPrefix .../scheduler, filterVerb filter,
+  nano_gpu   "SuperEdge edge cluster with nano-gpu" (urlPrefix .../scheduler, filterVerb filter,
              prioritizeVerb priorities, bindVerb bind, weight 1, nodeCacheCapable, managedResources
              nano-gpu/gpu-percent); nano-gpu-scheduler deploy yaml: Service port 39999
-  elastic_gpu seeds/elastic-gpu-on-oke.md (agent nodeSelector gpu-node=true, toleration
+  elastic_gpu "Oracle OKE with CRI-O and elastic-gpu" (agent nodeSelector gpu-node=true, toleration
              nvidia.com/gpu); elastic-gpu-scheduler README: same verbs as nano-gpu on port 39999,
              managedResources elasticgpu.io/gpu-memory and elasticgpu.io/gpu-core
-  nvidia_device_plugin  version-facts E (no extender; resource nvidia.com/gpu)
+  nvidia_device_plugin  docs/versions.md E (no extender; resource nvidia.com/gpu)
 Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one binder only): [A3].
 """
 
@@ -374,7 +374,7 @@ TEMPLATES = {
 NAMESPACE_TEMPLATE = "common/namespace.yml.j2"
 SECONDARY_TEMPLATES = ["secondary_scheduler/rbac.yml.j2", "secondary_scheduler/config.yml.j2",
                        "secondary_scheduler/deployment.yml.j2"]
-# Image keys per stack (gpu_sharing_stacks_images) and the seeds' sample workload images.
+# Image keys per stack (gpu_sharing_stacks_images) and the reference clusters' sample workload images.
 IMAGE_KEYS = {
     "nvidia_device_plugin": ["nvidia_device_plugin"],
     "gpushare": ["gpushare_extender", "gpushare_device_plugin"],

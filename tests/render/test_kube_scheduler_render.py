@@ -1,12 +1,13 @@
 """Render path of kube_scheduler_extender (kube_scheduler_extender_render_dir set): the kgn.gpu_nodes.kube_scheduler
 module plans without contacting the host and writes what apply would write.
 
-One host per Kubernetes minor of issue 8's list, half kubeadm and half systemd, with the gpushare extender (seed
-values), rendered from inventory data alone (the installers' own layouts, said in plan.assumed): the config is the
-filter's document, valid under the strict schema of its apiVersion (tests/schemas/kube-scheduler), and the patch
-(manifest or drop-in) sets the variant's flag once. Hosts with a recorded observation render exactly what apply
-writes (the user's extender kept, the Policy -> v1 switch, the removal when no stack needs an extender); a host
-that needs no extender and does not run on this project's config gets no scheduler file at all.
+One host per Kubernetes minor in VERSIONS (1.16 to 1.35), half kubeadm and half systemd, with the gpushare extender
+(the reference clusters' values), rendered from inventory data alone (the installers' own layouts, said in
+plan.assumed): the config is the filter's document, valid under the strict schema of its apiVersion
+(tests/schemas/kube-scheduler), and the patch (manifest or drop-in) sets the variant's flag once. Hosts with a
+recorded observation render exactly what apply writes (the user's extender kept, the Policy -> v1 switch, the
+removal when no stack needs an extender); a host that needs no extender and does not run on this project's config
+gets no scheduler file at all.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ VERSIONS = [
     "1.31.8",
     "1.35.4",
 ]
-NODE_IP = "192.168.233.101"  # the kubeasz seed's node
+NODE_IP = "192.168.233.101"  # the kubeasz reference cluster's node
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
 POLICY = "/etc/kubernetes/scheduler-policy-config.json"
 MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"

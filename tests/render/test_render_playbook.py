@@ -107,7 +107,7 @@ def test_lab_kubeadm_control_plane_renders_the_device_plugin(lab):
     assert daemonset["kind"] == "DaemonSet"
 
 
-def test_seed_kubeasz_single_node_gets_both_roles_files(kubeasz):
+def test_reference_kubeasz_single_node_gets_both_roles_files(kubeasz):
     host = kubeasz / "node-101"
     config = yaml.safe_load((host / "etc/kubernetes/scheduler-policy-config.yaml").read_text())
     extender = config["extenders"][0]
@@ -117,7 +117,7 @@ def test_seed_kubeasz_single_node_gets_both_roles_files(kubeasz):
     assert json.loads((host / "etc/docker/daemon.json").read_text())["default-runtime"] == "nvidia"
 
 
-def test_seed_centos7_k8s_1_16_gets_no_scheduler_change_and_an_old_layout_device_plugin(centos7):
+def test_reference_centos7_k8s_1_16_gets_no_scheduler_change_and_an_old_layout_device_plugin(centos7):
     # The NVIDIA device plugin needs no extender: kube-scheduler is not touched on 1.16.
     master = centos7 / "master1"
     assert not (master / "etc/kubernetes/scheduler-policy-config.json").exists() or json.loads(
@@ -134,7 +134,7 @@ def test_seed_centos7_k8s_1_16_gets_no_scheduler_change_and_an_old_layout_device
         assert daemon["default-runtime"] == "nvidia"
 
 
-def test_seed_centos7_gpu_nodes_get_nvidias_yum_repository_not_an_apt_source(centos7):
+def test_reference_centos7_gpu_nodes_get_nvidias_yum_repository_not_an_apt_source(centos7):
     # No toolkit version pinned in the inventory: the default 1.17.8 is the stable/rpm era, which also
     # serves the nvidia-docker2 these Docker 18.09 nodes get.
     for gpu in ("gpu1", "gpu2", "gpu3"):

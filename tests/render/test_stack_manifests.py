@@ -53,8 +53,8 @@ CONFIGS = {  # a cluster runs several stacks on different nodes; together these 
                        "gpu_sharing_stacks_device_plugin_release": "v0.11.0", "gpushare_mps": True},
 }
 HOSTS = {f"k{v.replace('.', '-')}-{c}": (v, c) for v in VERSIONS for c in CONFIGS}
-# Managed control plane (OKE seed): no kube_control_plane host, so a second kube-scheduler with the extender
-# is rendered (gpu_sharing_stacks_secondary_scheduler auto). Only KubeSchedulerConfiguration versions.
+# Managed control plane (OKE reference cluster): no kube_control_plane host, so a second kube-scheduler with the
+# extender is rendered (gpu_sharing_stacks_secondary_scheduler auto). Only KubeSchedulerConfiguration versions.
 MANAGED = {"managed-egpu": {"gpu_sharing_stacks": ["elastic_gpu"], "gpu_sharing_stacks_samples_enabled": True},
            "managed-gs": {"gpu_sharing_stacks": ["gpushare"], "gpu_sharing_stacks_samples_enabled": True,
                           "gpu_sharing_stacks_namespace": "gpu-system",
@@ -267,7 +267,7 @@ def test_device_plugin_variants(rendered):
     assert "timeSlicing" in yaml.safe_load(ts["data"]["config.yaml"])["sharing"]
 
 
-def test_elastic_gpu_has_four_crds_and_the_seed_agent_placement(rendered):
+def test_elastic_gpu_has_four_crds_and_the_reference_agent_placement(rendered):
     docs = _documents(rendered, "k1-22-17-dp-egpu")
     assert sorted(d["metadata"]["name"] for _, d in docs if d["kind"] == "CustomResourceDefinition") == [
         "elasticgpuclaims.elasticgpu.io", "elasticgpuclasses.elasticgpu.io", "elasticgpus.elasticgpu.io",

@@ -1,8 +1,8 @@
 """Rendered kube-scheduler configs against strict per-apiVersion JSON Schemas (tests/schemas/kube-scheduler/).
 
-For every Kubernetes minor 1.16-1.35 the config with one gpushare extender (the seeds' values) is rendered by
-scheduler_config, serialized the way the role writes it (JSON for a Policy, YAML otherwise), parsed back and
-validated. The schemas set additionalProperties false everywhere, so unknown and mis-cased keys fail.
+For every Kubernetes minor 1.16-1.35 the config with one gpushare extender (the reference clusters' values) is
+rendered by scheduler_config, serialized the way the role writes it (JSON for a Policy, YAML otherwise), parsed
+back and validated. The schemas set additionalProperties false everywhere, so unknown and mis-cased keys fail.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 from pathlib import Path
 
 import jsonschema
@@ -19,13 +18,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "tests" / "schemas" / "kube-scheduler"
-SEED_FILES = SCHEMAS / "reference-clusters"
-SHARED_SEEDS = ROOT.parent / "shared" / "seeds"
+REFERENCE_FILES = SCHEMAS / "reference-clusters"
 G = "kubescheduler.config.k8s.io"
 
 import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler as kgn_scheduler  # noqa: E402
 
-# which schema file must validate the document of each minor (version-facts A2b, issue 3 item 2)
+# which schema file must validate the document of each minor (docs/versions.md A2b)
 SCHEMA_FOR_MINOR = {
     **{m: "policy-v1.json" for m in range(16, 19)},
     **{m: "v1beta1.json" for m in range(19, 22)},
@@ -177,20 +175,20 @@ def test_schemas_reject_managed_resources_without_a_domain(name):
         assert errors(schema_for(doc), doc) != []
 
 
-# --- the seeds' own files, verbatim -------------------------------------------------------------------------
-def test_schemas_accept_the_kubeasz_seed_file_verbatim():
-    doc = yaml.safe_load((SEED_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text())
+# --- the reference clusters' own files, verbatim ------------------------------------------------------------
+def test_schemas_accept_the_kubeasz_reference_file_verbatim():
+    doc = yaml.safe_load((REFERENCE_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text())
     assert errors("v1beta2.json", doc) == []
 
 
-def test_schemas_accept_the_policy_seed_file_verbatim():
-    doc = json.loads((SEED_FILES / "design-policy-scheduler-policy-config.json").read_text())
+def test_schemas_accept_the_policy_reference_file_verbatim():
+    doc = json.loads((REFERENCE_FILES / "design-policy-scheduler-policy-config.json").read_text())
     assert errors("policy-v1.json", doc) == []
 
 
-def test_seed_converted_by_the_filter_stays_valid():
-    kubeasz = yaml.safe_load((SEED_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text())
-    policy = json.loads((SEED_FILES / "design-policy-scheduler-policy-config.json").read_text())
+def test_reference_files_converted_by_the_filter_stay_valid():
+    kubeasz = yaml.safe_load((REFERENCE_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text())
+    policy = json.loads((REFERENCE_FILES / "design-policy-scheduler-policy-config.json").read_text())
     doc = kgn_scheduler.scheduler_config("1.23.1", [GPUSHARE], None, copy.deepcopy(kubeasz))
     assert errors("v1beta3.json", doc) == []
     for minor in (19, 22, 25, 35):
@@ -199,12 +197,3 @@ def test_seed_converted_by_the_filter_stays_valid():
         )
         assert errors(SCHEMA_FOR_MINOR[minor], doc) == []
 
-
-@pytest.mark.skipif(not SHARED_SEEDS.is_dir(), reason="the shared seed notes are not next to this checkout")
-def test_seed_fixture_copies_are_verbatim():
-    kubeasz = (SHARED_SEEDS / "gpushare-on-kubeasz-1.23.md").read_text()
-    assert (SEED_FILES / "kubeasz-1.23-scheduler-policy-config.yaml").read_text() in kubeasz
-    design = (SHARED_SEEDS / "gpu-sharing-design-policy-json-mps.md").read_text()
-    policy_text = (SEED_FILES / "design-policy-scheduler-policy-config.json").read_text()
-    assert policy_text in design
-    assert re.search(r'"kind": "Policy"', policy_text)

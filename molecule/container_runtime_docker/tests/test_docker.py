@@ -1,4 +1,4 @@
-"""Docker on a bookworm GPU node: nvidia is Docker's default runtime, merged into the seed's daemon.json."""
+"""Docker on a bookworm GPU node: nvidia is Docker's default runtime, merged into the reference daemon.json."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
-SEED = json.loads((PROJECT / "lab/roles/lab_gpu_node/files/seed-daemon.json").read_text())
+REFERENCE = json.loads((PROJECT / "lab/roles/lab_gpu_node/files/reference-daemon.json").read_text())
 STANDIN_LOG = "/var/log/nvidia-container-runtime-standin.log"
 
 
@@ -38,13 +38,13 @@ def test_docker_run_goes_through_the_standin_runtime(host):
     assert any(" start " in f" {line} " for line in calls), calls
 
 
-def test_seed_daemon_json_preserved_key_by_key(host):
+def test_reference_daemon_json_preserved_key_by_key(host):
     merged = _daemon_json(host)
-    for key, value in SEED.items():
+    for key, value in REFERENCE.items():
         assert merged[key] == value, key
     assert merged["default-runtime"] == "nvidia"
     assert merged["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "runtimeArgs": []}
-    assert set(merged) == set(SEED) | {"default-runtime", "runtimes"}
+    assert set(merged) == set(REFERENCE) | {"default-runtime", "runtimes"}
 
 
 def test_toolkit_comes_from_the_signed_standin_repository(host):

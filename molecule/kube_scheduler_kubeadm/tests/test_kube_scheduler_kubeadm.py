@@ -4,7 +4,7 @@ import yaml
 
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
 MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
-KUBEADM_FLAGS = [  # kubeadm's own flags (version-facts A5) must all survive the patch
+KUBEADM_FLAGS = [  # kubeadm's own flags (docs/versions.md A5) must all survive the patch
     "--authentication-kubeconfig=/etc/kubernetes/scheduler.conf",
     "--authorization-kubeconfig=/etc/kubernetes/scheduler.conf",
     "--bind-address=127.0.0.1",

@@ -5,7 +5,7 @@ import yaml
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
 UNIT = "/etc/systemd/system/kube-scheduler.service"
 DROPIN = "/etc/systemd/system/kube-scheduler.service.d/90-kube-gpu-nodes-scheduler-config.conf"
-KUBEASZ_FLAGS = [  # the seed's ExecStart (version-facts A5, gpushare-on-kubeasz-1.23 seed)
+KUBEASZ_FLAGS = [  # the kubeasz reference cluster's ExecStart (docs/versions.md A5)
     "--authentication-kubeconfig=/etc/kubernetes/kube-scheduler.kubeconfig",
     "--authorization-kubeconfig=/etc/kubernetes/kube-scheduler.kubeconfig",
     "--bind-address=0.0.0.0",
@@ -30,7 +30,7 @@ def test_config_is_the_v1beta3_document_for_the_detected_1_23(host):
     config = host.file(CONFIG)
     assert config.exists and config.user == "root" and config.mode == 0o644
     doc = yaml.safe_load(config.content_string)
-    assert doc["apiVersion"] == "kubescheduler.config.k8s.io/v1beta3"  # 1.23: v1beta3 (version-facts A2b)
+    assert doc["apiVersion"] == "kubescheduler.config.k8s.io/v1beta3"  # 1.23: v1beta3 (docs/versions.md A2b)
     assert doc["clientConnection"]["kubeconfig"] == "/etc/kubernetes/kube-scheduler.kubeconfig"
     [extender] = doc["extenders"]
     assert extender["urlPrefix"].endswith(":32766/gpushare-scheduler")

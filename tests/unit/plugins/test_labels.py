@@ -239,7 +239,7 @@ def test_disabling_a_stack_removes_only_its_recorded_labels():
 
 
 def test_label_set_by_someone_else_is_never_removed_or_adopted():
-    # the operator labelled the node by hand as in the kubeasz seed: gpushare=true
+    # the operator labelled the node by hand as in the kubeasz reference cluster: gpushare=true
     change = node_label_patch({"gpushare": "true"}, {"gpushare": "true"}, {})
     assert change["patch"] == {}
     assert change["managed"] == []

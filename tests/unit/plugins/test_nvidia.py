@@ -1,6 +1,6 @@
-"""Unit tests of filter_plugins/kgn_nvidia.py over the tables of version-facts section D (and E4).
+"""Unit tests of filter_plugins/kgn_nvidia.py over the tables of docs/versions.md section D (and E4).
 
-The expected values are written out here from version-facts.md, independently of the tables in the
+The expected values are written out here from docs/versions.md, independently of the tables in the
 plugin, so a typo in either place fails a test.
 """
 
@@ -40,7 +40,7 @@ TABLE3 = [
     ("11.2.0", "460.27.03"),
     ("11.1.1", "455.32"), ("11.1", "455.23"),
     ("11.0.3", "450.51.06"), ("11.0.2", "450.51.05"), ("11.0.1", "450.36.06"),
-    ("10.2.89", "440.33"), ("10.2", "440.33"),  # the seed's cuda_10.2.89_440.33.01_linux.run
+    ("10.2.89", "440.33"), ("10.2", "440.33"),  # the CentOS 7 reference cluster's cuda_10.2.89_440.33.01_linux.run
     ("10.1.105", "418.39"), ("10.1", "418.39"),
     ("10.0.130", "410.48"),
     ("9.2.148", "396.37"), ("9.2.88", "396.26"),
@@ -88,7 +88,7 @@ TABLE2 = [
     ("580.65.06", "13.2", True, False, True),
     ("580.65.05", "13.0", False, False, False),
     ("595.71.05", "12.0", True, True, False),  # newer drivers run older majors
-    ("440.33.01", "10.2.89", True, True, False),  # the seed's runfile
+    ("440.33.01", "10.2.89", True, True, False),  # the CentOS 7 reference cluster's runfile
     ("418.39", "10.2", False, False, False),  # no minor-version compat before 11.x
 ]  # fmt: skip
 
@@ -244,7 +244,7 @@ def test_branch_check_refuses_an_unknown_module_flavour():
         kn.nvidia_branch_supports_gpu("535", "Tesla T4", "closed")
 
 
-# Labels: accelerator=nvidia-tesla-<model> as in the seeds, GFD-style nvidia.com/* (E4).
+# Labels: accelerator=nvidia-tesla-<model> as in the reference clusters, GFD-style nvidia.com/* (E4).
 @pytest.mark.parametrize(
     ("product", "label"),
     [
@@ -256,7 +256,7 @@ def test_branch_check_refuses_an_unknown_module_flavour():
         ("Tesla V100S-PCIE-32GB", "nvidia-tesla-v100s-pcie-32gb"),
     ],
 )
-def test_accelerator_label_matches_the_seed_style(product, label):
+def test_accelerator_label_matches_the_reference_clusters(product, label):
     assert kn.nvidia_accelerator_label(product) == label
 
 

@@ -1,4 +1,4 @@
-"""The report filters: rows with the issue 6 columns, summary, Markdown and console text."""
+"""The report filters: rows with the report columns, summary, Markdown and console text."""
 
 from __future__ import annotations
 

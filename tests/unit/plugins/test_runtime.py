@@ -1,4 +1,4 @@
-"""Unit tests of filter_plugins/kgn_runtime.py over the tables of version-facts section B."""
+"""Unit tests of filter_plugins/kgn_runtime.py over the tables of docs/versions.md section B."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 FILTER_DIR = Path(__file__).resolve().parents[3] / "plugins" / "filter"
 import ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime as kr  # noqa: E402
 
-# The seed's full daemon.json before nvidia was added (seeds/nvidia-docker2-device-plugin-centos7.md).
-SEED_DAEMON = {
+# The CentOS 7 reference cluster's full daemon.json before nvidia was added (docs/field-notes.md).
+REFERENCE_DAEMON = {
     "registry-mirrors": ["https://n73pm3wf.mirror.aliyuncs.com"],
     "exec-opts": ["native.cgroupdriver=systemd"],
     "log-driver": "json-file",
@@ -30,7 +30,7 @@ SEED_DAEMON = {
         ("1.13.1", "nvidia-docker2"),
         ("17.03.2", "nvidia-docker2"),
         ("18.06.3", "nvidia-docker2"),
-        ("18.09.7", "nvidia-docker2"),  # the seed's CentOS 7 node
+        ("18.09.7", "nvidia-docker2"),  # the CentOS 7 reference cluster's node
         ("19.03.0", "nvidia-container-toolkit"),
         ("19.03.15", "nvidia-container-toolkit"),
         ("20.10.24+dfsg1", "nvidia-container-toolkit"),  # Debian bookworm docker.io
@@ -229,7 +229,7 @@ def test_rpm_packages_fresh_node_with_docker_19_or_later():
     }
 
 
-def test_rpm_packages_seed_docker_18_gets_nvidia_docker2_and_no_base_before_1_11():
+def test_rpm_packages_reference_docker_18_gets_nvidia_docker2_and_no_base_before_1_11():
     plan = kr.nvidia_toolkit_rpm_packages("1.17.8", "nvidia-docker2", "2.14.0")
     assert plan["install"][-1] == "nvidia-docker2-2.14.0"
     assert plan["names"] == ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "nvidia-docker2"]
@@ -284,19 +284,19 @@ def test_repo_layout_errors(kwargs, message):
 
 
 # --- B2: daemon.json -------------------------------------------------------------------------------
-def test_daemon_merge_keeps_every_seed_key():
-    merged = kr.docker_daemon_merge(SEED_DAEMON)
-    for key, value in SEED_DAEMON.items():
+def test_daemon_merge_keeps_every_reference_key():
+    merged = kr.docker_daemon_merge(REFERENCE_DAEMON)
+    for key, value in REFERENCE_DAEMON.items():
         assert merged[key] == value
     assert merged["default-runtime"] == "nvidia"
     assert merged["runtimes"] == {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []}}
-    assert set(merged) == set(SEED_DAEMON) | {"default-runtime", "runtimes"}
+    assert set(merged) == set(REFERENCE_DAEMON) | {"default-runtime", "runtimes"}
 
 
 def test_daemon_merge_is_pure_and_idempotent():
-    before = json.loads(json.dumps(SEED_DAEMON))
-    once = kr.docker_daemon_merge(SEED_DAEMON)
-    assert before == SEED_DAEMON
+    before = json.loads(json.dumps(REFERENCE_DAEMON))
+    once = kr.docker_daemon_merge(REFERENCE_DAEMON)
+    assert before == REFERENCE_DAEMON
     assert kr.docker_daemon_merge(once) == once
 
 
@@ -328,7 +328,7 @@ def test_json_document_names_file_and_line():
     with pytest.raises(KgnError, match="must hold a JSON object"):
         kr.json_document("[1]", "/etc/docker/daemon.json")
     assert kr.json_document("  \n", "x") == {}
-    assert kr.json_document(json.dumps(SEED_DAEMON), "x") == SEED_DAEMON
+    assert kr.json_document(json.dumps(REFERENCE_DAEMON), "x") == REFERENCE_DAEMON
 
 
 # --- B3: containerd merge ---------------------------------------------------------------------------

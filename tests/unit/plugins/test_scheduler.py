@@ -1,4 +1,4 @@
-"""Unit tests of filter_plugins/kgn_scheduler.py (issue 3 items 2 and 3) against version-facts section A."""
+"""Unit tests of filter_plugins/kgn_scheduler.py against docs/versions.md section A."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ POLICY_FLAGS = [
 ]
 
 # minor -> (generated apiVersion, accepted KubeSchedulerConfiguration versions), written out by hand from
-# version-facts A2b and the "Observed" table (not computed from the filter's own tables).
+# docs/versions.md A2b and the "Observed" table (not computed from the filter's own tables).
 EXPECTED = {
     16: ("v1", ["v1alpha1"]),
     17: ("v1", ["v1alpha1"]),
@@ -40,8 +40,8 @@ EXPECTED = {
     **{m: ("v1", ["v1"]) for m in range(29, 36)},
 }
 
-# The kubeasz seed (seeds/gpushare-on-kubeasz-1.23.md): Kubernetes 1.23.1, a v1beta2 file.
-KUBEASZ_SEED = {
+# The kubeasz reference cluster (docs/field-notes.md): Kubernetes 1.23.1, a v1beta2 file.
+KUBEASZ_REFERENCE = {
     "apiVersion": f"{G}/v1beta2",
     "kind": "KubeSchedulerConfiguration",
     "clientConnection": {"kubeconfig": "/etc/kubernetes/kube-scheduler.kubeconfig"},
@@ -57,8 +57,8 @@ KUBEASZ_SEED = {
         }
     ],
 }
-# The Policy seed (seeds/gpu-sharing-design-policy-json-mps.md), verbatim.
-POLICY_SEED = json.loads("""{
+# The Policy file of the gpushare design reference cluster (docs/field-notes.md), verbatim.
+POLICY_REFERENCE = json.loads("""{
 "kind": "Policy", "apiVersion": "v1",
 "extenders": [{"urlPrefix": "http://127.0.0.1:32766/gpushare-scheduler", "filterVerb": "filter",
   "bindVerb": "bind", "enableHttps": false, "nodeCacheCapable": true,
@@ -66,7 +66,7 @@ POLICY_SEED = json.loads("""{
 
 
 def gpushare(url="http://192.168.233.101:32766/gpushare-scheduler", **extra):
-    """The gpushare extender in the neutral form, with the seed values."""
+    """The gpushare extender in the neutral form, with the reference clusters' values."""
     return {
         "url_prefix": url,
         "filter_verb": "filter",
@@ -227,25 +227,25 @@ def test_config_without_extenders_has_no_extenders_key():
     }
 
 
-# --- the seeds ----------------------------------------------------------------------------------------------
-def test_kubeasz_seed_1_23_comes_out_as_v1beta3_with_the_same_settings():
-    doc = config("1.23.1", [gpushare()], "/etc/kubernetes/kube-scheduler.kubeconfig", copy.deepcopy(KUBEASZ_SEED))
-    assert doc == {**KUBEASZ_SEED, "apiVersion": f"{G}/v1beta3"}
+# --- the reference clusters ---------------------------------------------------------------------------------
+def test_kubeasz_reference_1_23_comes_out_as_v1beta3_with_the_same_settings():
+    doc = config("1.23.1", [gpushare()], "/etc/kubernetes/kube-scheduler.kubeconfig", copy.deepcopy(KUBEASZ_REFERENCE))
+    assert doc == {**KUBEASZ_REFERENCE, "apiVersion": f"{G}/v1beta3"}
 
 
-def test_kubeasz_seed_without_new_extenders_keeps_its_extender():
-    doc = config("1.23.1", [], "/etc/kubernetes/kube-scheduler.kubeconfig", copy.deepcopy(KUBEASZ_SEED))
-    assert doc["extenders"] == KUBEASZ_SEED["extenders"]
+def test_kubeasz_reference_without_new_extenders_keeps_its_extender():
+    doc = config("1.23.1", [], "/etc/kubernetes/kube-scheduler.kubeconfig", copy.deepcopy(KUBEASZ_REFERENCE))
+    assert doc["extenders"] == KUBEASZ_REFERENCE["extenders"]
 
 
-def test_policy_seed_is_reproduced_exactly_for_a_policy_minor():
+def test_policy_reference_is_reproduced_exactly_for_a_policy_minor():
     doc = config("1.17.4", [gpushare(url="http://127.0.0.1:32766/gpushare-scheduler")], None)
-    assert doc == POLICY_SEED
-    assert config("1.18", [], None, copy.deepcopy(POLICY_SEED)) == POLICY_SEED
+    assert doc == POLICY_REFERENCE
+    assert config("1.18", [], None, copy.deepcopy(POLICY_REFERENCE)) == POLICY_REFERENCE
 
 
-def test_policy_seed_on_1_25_becomes_v1_with_the_extender_respelled():
-    doc = config("1.25.0", [], "/etc/kubernetes/scheduler.conf", copy.deepcopy(POLICY_SEED))
+def test_policy_reference_on_1_25_becomes_v1_with_the_extender_respelled():
+    doc = config("1.25.0", [], "/etc/kubernetes/scheduler.conf", copy.deepcopy(POLICY_REFERENCE))
     assert doc["apiVersion"] == f"{G}/v1"
     (extender,) = doc["extenders"]
     assert extender["enableHTTPS"] is False and "enableHttps" not in extender
@@ -304,7 +304,7 @@ def test_rerun_on_own_output_is_stable():
 
 
 def test_existing_kubeconfig_is_used_when_none_given():
-    doc = config("1.23", [], None, copy.deepcopy(KUBEASZ_SEED))
+    doc = config("1.23", [], None, copy.deepcopy(KUBEASZ_REFERENCE))
     assert doc["clientConnection"]["kubeconfig"] == "/etc/kubernetes/kube-scheduler.kubeconfig"
 
 
@@ -314,15 +314,15 @@ def test_existing_policy_keeps_its_own_predicates():
 
 
 def test_v1beta2_serving_addresses_are_dropped_when_upgrading():
-    existing = {**copy.deepcopy(KUBEASZ_SEED), "healthzBindAddress": "", "metricsBindAddress": "0.0.0.0:10251"}
+    existing = {**copy.deepcopy(KUBEASZ_REFERENCE), "healthzBindAddress": "", "metricsBindAddress": "0.0.0.0:10251"}
     doc = config("1.24", [], "/k", existing)
     assert "healthzBindAddress" not in doc and "metricsBindAddress" not in doc
-    kept = config("1.22", [], "/k", {**copy.deepcopy(KUBEASZ_SEED), "metricsBindAddress": "0.0.0.0:10251"})
+    kept = config("1.22", [], "/k", {**copy.deepcopy(KUBEASZ_REFERENCE), "metricsBindAddress": "0.0.0.0:10251"})
     assert kept["metricsBindAddress"] == "0.0.0.0:10251"
 
 
 def test_null_fields_of_an_existing_config_count_as_absent():
-    existing = {**copy.deepcopy(KUBEASZ_SEED), "profiles": None, "extenders": None, "parallelism": None}
+    existing = {**copy.deepcopy(KUBEASZ_REFERENCE), "profiles": None, "extenders": None, "parallelism": None}
     assert config("1.23", [], "/k", existing) == {
         "apiVersion": f"{G}/v1beta3",
         "kind": "KubeSchedulerConfiguration",
@@ -352,15 +352,15 @@ def test_plugin_args_apiversion_follows_the_target():
 @pytest.mark.parametrize(
     ("version", "existing", "message"),
     [
-        ("1.17", copy.deepcopy(KUBEASZ_SEED), "takes extenders from a Policy file"),
-        ("1.25", {**POLICY_SEED, "predicates": [{"name": "PodFitsResources"}]}, "sets 'predicates', which has no"),
-        ("1.17", {**POLICY_SEED, "priorities": []}, "disables every default priority"),
+        ("1.17", copy.deepcopy(KUBEASZ_REFERENCE), "takes extenders from a Policy file"),
+        ("1.25", {**POLICY_REFERENCE, "predicates": [{"name": "PodFitsResources"}]}, "sets 'predicates', which has no"),
+        ("1.17", {**POLICY_REFERENCE, "priorities": []}, "disables every default priority"),
         (
             "1.17",
-            {**POLICY_SEED, "extenders": [{"urlPrefix": "http://a:1/x", "filterverbb": "f"}]},
+            {**POLICY_REFERENCE, "extenders": [{"urlPrefix": "http://a:1/x", "filterverbb": "f"}]},
             "unknown key 'filterverbb'",
         ),
-        ("1.17", {**POLICY_SEED, "bogus": 1}, "unknown top-level key 'bogus'"),
+        ("1.17", {**POLICY_REFERENCE, "bogus": 1}, "unknown top-level key 'bogus'"),
         (
             "1.25",
             {"apiVersion": f"{G}/v1beta1", "kind": "KubeSchedulerConfiguration", "disablePreemption": True},
@@ -406,26 +406,26 @@ def test_plugin_args_apiversion_follows_the_target():
         ("1.23", {"apiVersion": f"{G}/v9", "kind": "KubeSchedulerConfiguration"}, "apiVersion 'kubescheduler"),
         ("1.23", {"kind": "Deployment", "apiVersion": "apps/v1"}, "kind 'Deployment'"),
         ("1.23", "apiVersion: x", "existing must be the parsed current config"),
-        ("1.23", {**copy.deepcopy(KUBEASZ_SEED), "clientConnection": "/k"}, "clientConnection is a str"),
+        ("1.23", {**copy.deepcopy(KUBEASZ_REFERENCE), "clientConnection": "/k"}, "clientConnection is a str"),
         (
             "1.23",
-            {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "enableHttps": False}]},
+            {**copy.deepcopy(KUBEASZ_REFERENCE), "extenders": [{"urlPrefix": "http://a:1/x", "enableHttps": False}]},
             "the KubeSchedulerConfiguration spelling is enableHTTPS",
         ),
         (
             "1.23",
-            {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": 30}]},
+            {**copy.deepcopy(KUBEASZ_REFERENCE), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": 30}]},
             "duration string",
         ),
         (
             "1.23",
-            {**copy.deepcopy(KUBEASZ_SEED), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": "30x"}]},
+            {**copy.deepcopy(KUBEASZ_REFERENCE), "extenders": [{"urlPrefix": "http://a:1/x", "httpTimeout": "30x"}]},
             "'30x' is not a duration",
         ),
         (
             "1.23",
             {
-                **copy.deepcopy(KUBEASZ_SEED),
+                **copy.deepcopy(KUBEASZ_REFERENCE),
                 "extenders": [{"urlPrefix": "http://a:1/x", "managedResources": [{"name": "gpu-mem"}]}],
             },
             "domain-prefixed",
@@ -482,7 +482,7 @@ def test_config_needs_a_kubeconfig_for_kube_scheduler_configuration():
 
 
 def test_binder_in_existing_plus_new_binder_is_refused():
-    existing = {**copy.deepcopy(KUBEASZ_SEED)}
+    existing = {**copy.deepcopy(KUBEASZ_REFERENCE)}
     existing["extenders"][0]["urlPrefix"] = "http://old:1/x"
     with pytest.raises(AnsibleFilterError, match="only one extender may bind pods"):
         config("1.23", [gpushare()], "/k", existing)

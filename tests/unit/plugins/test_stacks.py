@@ -26,8 +26,8 @@ URLS = {
 }
 
 
-def test_gpushare_extender_matches_the_seed_policy():
-    # seeds/gpu-sharing-design-policy-json-mps.md and gpushare-on-kubeasz-1.23.md
+def test_gpushare_extender_matches_the_reference_policy():
+    # the gpushare design and kubeasz 1.23 reference clusters (docs/field-notes.md)
     assert stack_extenders(["gpushare"], URLS) == [
         {
             "url_prefix": "http://127.0.0.1:32766/gpushare-scheduler",
@@ -41,7 +41,7 @@ def test_gpushare_extender_matches_the_seed_policy():
     ]
 
 
-def test_nano_gpu_extender_has_prioritize_and_weight_as_in_the_superedge_seed():
+def test_nano_gpu_extender_has_prioritize_and_weight_as_in_the_superedge_reference_cluster():
     [ext] = stack_extenders(
         ["nano_gpu"],
         {"nano_gpu": "http://10.0.0.1:8080/api/v1/namespaces/kube-system/services/nano-gpu-scheduler/proxy/"},

@@ -1,4 +1,4 @@
-"""Unit tests of filter_plugins/kgn_versions.py (issue 3 item 1): accepted forms and refused inputs."""
+"""Unit tests of filter_plugins/kgn_versions.py: accepted forms and refused inputs."""
 
 from __future__ import annotations
 
