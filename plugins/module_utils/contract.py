@@ -12,16 +12,18 @@ import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED, version_string
 
 STACKS = tuple(stacks._CATALOG)
 OBSERVED = ("container_runtime", "nvidia_driver", "nvidia_container_toolkit", "kube_scheduler", "node_labels",
             "stacks")
 
+_OLDEST, _NEWEST = (version_string(end) for end in KUBERNETES_SUPPORTED)
 # name -> how it is checked and documented (README "The inventory contract" is generated from this)
 CONTRACT = {
     "kubernetes_version": {
         "type": "str", "required": True,
-        "values": '`"1.16"` … `"1.35"`, quoted, e.g. `"1.23.1"`, `"v1.27.3"`, `"1.27.3+k3s1"`',
+        "values": f'`"{_OLDEST}"` … `"{_NEWEST}"`, quoted, e.g. `"1.23.1"`, `"v1.27.3"`, `"1.27.3+k3s1"`',
         "description": "the cluster's Kubernetes version",
     },
     "kube_scheduler_style": {

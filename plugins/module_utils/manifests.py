@@ -19,11 +19,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import VersionError, parse_version
-
-# Oldest version with a GA or beta API for every kind the stacks use: apps/v1 (1.9), RBAC v1 (1.8),
-# PriorityClass scheduling.k8s.io/v1beta1 (1.11), CRD apiextensions.k8s.io/v1beta1 (1.7).
-MIN_KUBERNETES = (1, 11)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
 MASTER = "node-role.kubernetes.io/master"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
@@ -51,18 +47,7 @@ _REMOVED = (
 
 
 def _minor(version, what="kubernetes_version"):
-    try:
-        major, minor, _ = parse_version(version, what)
-    except VersionError as err:
-        raise KgnError(str(err)) from err
-    if major != 1:
-        raise KgnError(f"{what} {version!r} is not a Kubernetes 1.x version; set it like \"1.27.3\"")
-    if (major, minor) < MIN_KUBERNETES:
-        raise KgnError(
-            f"{what} {version!r} is older than 1.{MIN_KUBERNETES[1]}, the oldest Kubernetes whose manifests this "
-            f"project can render (before it PriorityClass has no beta API); upgrade the cluster"
-        )
-    return minor
+    return kubernetes_minor(version, what, newest=False)
 
 
 def manifest_api(kubernetes_version):
@@ -88,16 +73,13 @@ def manifest_api(kubernetes_version):
         "deployment": "apps/v1",
         "daemonset": "apps/v1",
         "rbac": "rbac.authorization.k8s.io/v1",
-        "crd": "apiextensions.k8s.io/v1" if m >= 16 else "apiextensions.k8s.io/v1beta1",
-        "priority_class": "scheduling.k8s.io/v1" if m >= 14 else "scheduling.k8s.io/v1beta1",
+        "crd": "apiextensions.k8s.io/v1",
+        "priority_class": "scheduling.k8s.io/v1",
         "runtime_class": "node.k8s.io/v1" if m >= 20 else "node.k8s.io/v1beta1",
         "pod_disruption_budget": "policy/v1" if m >= 21 else "policy/v1beta1",
         "control_plane_labels": labels,
         "control_plane_taints": taints,
         "control_plane_tolerations": tolerations,
-        # The annotation was removed in 1.16 [PR-80342]; priorityClassName works from 1.11 in
-        # kube-system, so both are set before 1.16 and only the class from 1.16 on.
-        "critical_pod_annotation": m < 16,
         "node_priority_class": "system-node-critical",
         "cluster_priority_class": "system-cluster-critical",
     }
@@ -112,7 +94,6 @@ def manifest_removed_apis(kubernetes_version):
 # Device plugin releases (E1): tag -> (manifest path in the repo, style of the init-error setting).
 _DP_RELEASE_RE = re.compile(r"^v0\.(\d+)\.(\d+)$")
 DP_DEFAULT = "v0.17.4"
-DP_LEGACY = "v0.14.5"  # last with the extensions/v1beta1 variant for < 1.16 ([DP] CHANGELOG v0.15.0)
 
 
 def _dp_release(release):
@@ -133,14 +114,9 @@ def _dp_release(release):
 
 def device_plugin(kubernetes_version, release=None, registry="nvcr.io/nvidia"):
     """NVIDIA device plugin release for a Kubernetes version (or the given ``release``) and its facts."""
-    m = _minor(kubernetes_version)
-    chosen = release or (DP_DEFAULT if m >= 16 else DP_LEGACY)
+    _minor(kubernetes_version)  # refuses a release outside the supported range
+    chosen = release or DP_DEFAULT
     dp_minor, _ = _dp_release(chosen)
-    if dp_minor >= 15 and m < 16:
-        raise KgnError(
-            f"nvidia device plugin {chosen} has no manifest for Kubernetes 1.{m} (the legacy DaemonSet API was "
-            f"removed in v0.15.0); use {DP_LEGACY} or upgrade Kubernetes to 1.16+"
-        )
     root = dp_minor < 15  # E1: root nvidia-device-plugin.yml up to v0.14.x, deployments/static/ from v0.15.0
     path = "nvidia-device-plugin.yml" if root else "deployments/static/nvidia-device-plugin.yml"
     return {

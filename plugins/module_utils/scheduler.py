@@ -33,9 +33,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_extender i
     extender_from_neutral,
     same_url,
 )
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import VersionError, parse_version
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
-SUPPORTED = ((1, 16), (1, 35))
 POLICY_PATH = "/etc/kubernetes/scheduler-policy-config.json"
 CONFIG_PATH = "/etc/kubernetes/scheduler-policy-config.yaml"
 
@@ -57,17 +56,7 @@ def _fail(message: str) -> KgnError:
 
 def _minor(kubernetes_version: object, filter_name: str) -> int:
     """Return the 1.x minor of a supported Kubernetes version, or raise KgnError."""
-    try:
-        major, minor, _ = parse_version(kubernetes_version, f"{filter_name}: the Kubernetes version")
-    except VersionError as err:
-        raise _fail(str(err)) from None
-    (lo_major, lo_minor), (hi_major, hi_minor) = SUPPORTED
-    if (major, minor) < SUPPORTED[0] or (major, minor) > SUPPORTED[1]:
-        raise _fail(
-            f"{filter_name}: Kubernetes {kubernetes_version} (minor {major}.{minor}) is outside the supported range "
-            f"{lo_major}.{lo_minor}-{hi_major}.{hi_minor}; set kubernetes_version to a release in that range"
-        )
-    return minor
+    return kubernetes_minor(kubernetes_version, f"{filter_name}: the Kubernetes version")
 
 
 def _target_api(minor: int) -> str:

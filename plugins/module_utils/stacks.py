@@ -40,6 +40,7 @@ import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import manifests, scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
 # The catalog writes unset extender fields as Go zero values ("" verb, 0 weight, 0 timeout), which is
 # how kube-scheduler reads them [A3]; stack_extenders leaves them out of the neutral form.
@@ -347,7 +348,6 @@ def stack_image(image, mirror=""):
 # the namespace, "secondary_scheduler" for the second kube-scheduler). Pruning lists objects by MANAGED_BY.
 MANAGED_BY = {"app.kubernetes.io/managed-by": "kube-gpu-nodes"}
 STACK_LABEL = "kube-gpu-nodes.io/stack"
-MIN_KUBERNETES = (1, 16)  # apps/v1, apiextensions.k8s.io/v1 and priorityClassName only
 SECONDARY_CONFIG_DIR = "/etc/kubernetes/kgn-gpu-scheduler"
 # Whole template per variant (key = stack, then variant), applied in this order: CRDs and RBAC before the
 # workloads that use them.
@@ -444,14 +444,11 @@ def _kubernetes(p):
     if version in ("", None):
         raise KgnError("gpu_sharing_stacks_kubernetes_version is not set: set kubernetes_version in the inventory "
                        "to the cluster's version, quoted, such as \"1.23.1\". Nothing was changed.")
-    api = manifests.manifest_api(version)
-    minor = tuple(int(x) for x in api["kubernetes_minor"].split("."))
-    if minor < MIN_KUBERNETES:
-        raise KgnError(
-            f"gpu_sharing_stacks_kubernetes_version {version} is older than {MIN_KUBERNETES[0]}.{MIN_KUBERNETES[1]}; "
-            f"the stack manifests use apps/v1, apiextensions.k8s.io/v1 and priorityClassName only. Upgrade the "
-            f"cluster first. Nothing was changed.")
-    return api
+    try:
+        kubernetes_minor(version, "gpu_sharing_stacks_kubernetes_version", newest=False)
+    except KgnError as err:
+        raise KgnError(f"{err}. Nothing was changed.") from None
+    return manifests.manifest_api(version)
 
 
 def _device_plugin(p):

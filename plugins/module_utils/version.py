@@ -13,6 +13,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 # 1.23 / 1.23.1 / v1.23.1 / 1.23.1-eks-abc / 1.27.3+k3s1 / 535.104.05 (NVIDIA drivers have 3 parts)
 _VERSION_RE = re.compile(r"^v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?P<suffix>[-+][0-9A-Za-z.+-]+)?$")
 ACCEPTED = "a version string such as '1.23', '1.23.1', 'v1.23.1', '1.23.1-eks-abc' or '1.27.3+k3s1'"
+# The Kubernetes releases this project plans for (docs/versions.md): 1.16 is the first with apps/v1,
+# apiextensions.k8s.io/v1 and the scheduler's v1alpha2 config; 1.35 the newest in the version tables.
+KUBERNETES_SUPPORTED = ((1, 16), (1, 35))
 
 
 class VersionError(KgnError):
@@ -56,3 +59,18 @@ def minor_of(value: object, what: str = "version") -> tuple[int, int]:
 def version_string(parts: tuple[int, ...]) -> str:
     """Format a version tuple as a dotted string."""
     return ".".join(str(p) for p in parts)
+
+
+def kubernetes_minor(value: object, what: str = "kubernetes_version", newest: bool = True) -> int:
+    """The 1.x minor of a Kubernetes version in KUBERNETES_SUPPORTED, or VersionError naming ``what``.
+    ``newest=False`` accepts releases after the newest one the version tables cover (manifests use GA APIs,
+    which a newer release still serves); the kube-scheduler config, whose accepted apiVersions change, does not."""
+    major, minor, _ = parse_version(value, what)
+    (lo_major, lo_minor), (hi_major, hi_minor) = KUBERNETES_SUPPORTED
+    if major != 1 or (major, minor) < KUBERNETES_SUPPORTED[0] or (newest and (major, minor) > KUBERNETES_SUPPORTED[1]):
+        supported = f"{lo_major}.{lo_minor}-{hi_major}.{hi_minor}" if newest else f"1.x from {lo_major}.{lo_minor}"
+        raise VersionError(
+            f"{what}: Kubernetes {value} (minor {major}.{minor}) is outside the supported range {supported}; set "
+            f"kubernetes_version to the cluster's release, in that range (upgrade a cluster that is older)"
+        )
+    return minor

@@ -335,7 +335,8 @@ def test_self_managed_control_plane_gets_no_second_scheduler(rendered):
 BAD = {
     "two-binders": ({"kubernetes_version": "1.23.1", "gpu_sharing_stacks": ["gpushare", "nano_gpu"]},
                     "stacks gpushare and nano_gpu both bind pods"),
-    "too-old": ({"kubernetes_version": "1.15.0", "gpu_sharing_stacks": ["gpushare"]}, "is older than 1.16"),
+    "too-old": ({"kubernetes_version": "1.15.0", "gpu_sharing_stacks": ["gpushare"]},
+                "outside the supported range 1.x from 1.16"),
     "mps-old-plugin": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["nvidia_device_plugin"],
                         "gpu_sharing_stacks_device_plugin_release": "v0.11.0",
                         "device_plugin_sharing": "mps"},

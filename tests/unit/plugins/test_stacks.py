@@ -283,7 +283,7 @@ def test_versions_images_and_the_second_scheduler_are_decided_in_the_plan():
 
 @pytest.mark.parametrize(("inputs", "message"), [
     ({"stacks": ["gpushare", "nano_gpu"]}, "stacks gpushare and nano_gpu both bind pods"),
-    ({"stacks": ["gpushare"], "kubernetes_version": "1.15.0"}, "is older than 1.16"),
+    ({"stacks": ["gpushare"], "kubernetes_version": "1.15.0"}, "outside the supported range 1.x from 1.16"),
     ({"stacks": ["gpushare"], "kubernetes_version": ""}, "gpu_sharing_stacks_kubernetes_version is not set"),
     ({"stacks": ["nvidia_device_plugin"], "device_plugin_release": "v0.11.0", "sharing": "mps"},
      "NVIDIA device plugin v0.11.0 does not support mps sharing"),
