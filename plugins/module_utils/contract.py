@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED, version_string
 
@@ -31,7 +31,7 @@ CONTRACT = {
         "description": "how kube-scheduler runs on the control-plane hosts",
     },
     "container_runtime": {
-        "type": "str", "choices": ["auto", "docker", "containerd", "crio"], "default": "auto",
+        "type": "str", "choices": ["auto", *runtime.RUNTIMES], "default": "auto",
         "description": "the engine kubelet uses on the GPU nodes",
     },
     "gpu_sharing_stacks": {

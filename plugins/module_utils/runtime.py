@@ -21,7 +21,7 @@ RUNC_V2 = "io.containerd.runc.v2"
 # nvidia-ctk writes an absolute path for containerd/CRI-O and a bare name for Docker [NCT] docker.go.
 DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"
 DOCKER_DEFAULT_PATH = "nvidia-container-runtime"
-RUNTIMES = ("docker", "containerd", "crio")
+RUNTIMES = ("docker", "containerd", "crio")  # the engines; "auto" picks one (container_runtime_choice)
 
 
 def _version(value: object, what: str) -> tuple[int, int, int]:
@@ -79,7 +79,7 @@ def container_runtime_choice(detected: object, kubernetes_version: object, reque
     installed = [name for name in RUNTIMES if found.get(name)]
     if requested not in ("auto", *RUNTIMES):
         raise KgnError(
-            f"container_runtime {requested!r} is not supported; use one of auto, docker, containerd, crio"
+            f"container_runtime {requested!r} is not supported; use one of auto, {', '.join(RUNTIMES)}"
         )
     if requested != "auto":
         if requested not in installed:

@@ -225,7 +225,7 @@ def _remove_stale(module, p, stale):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "engine": {"type": "str", "default": "auto", "choices": ["auto", "docker", "containerd", "crio"]},
+            "engine": {"type": "str", "default": "auto", "choices": ["auto", *runtime.RUNTIMES]},
             "kubernetes_version": {"type": "str", "required": True},
             "set_default": {"type": "bool", "default": True},
             "binary": {"type": "path", "default": "/usr/bin/nvidia-container-runtime"},
