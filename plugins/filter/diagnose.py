@@ -93,7 +93,16 @@ def _gpu_checks(gpu, expected):
         checks.append(_check("gpu_present", status, NO_GPU, count=0, expect_gpu=bool(expected.get("expect_gpu", True))))
 
     package = gpu.get("package_version")
-    if not pinned:
+    adopted = gpu.get("adopted") or {}
+    if adopted:
+        found = adopted.get("version") or "version unknown"
+        where = adopted.get("library") or adopted.get("nvidia_smi") or "the loaded kernel module"
+        fits = not pinned or _version_matches(found, pinned)
+        checks.append(_check("driver_package", "ok" if fits else "failed",
+                             f"adopted: driver {found} ({where}), installed outside the packages and kept; the "
+                             "packages that would replace it are blocked" + ("" if fits else f"; pinned {pinned}"),
+                             installed=found, pinned=pinned or None, adopted=True))
+    elif not pinned:
         checks.append(_check("driver_package", "skipped", "skipped: no pinned driver version given",
                              installed=package))
     elif not package:

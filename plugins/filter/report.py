@@ -50,10 +50,13 @@ def _gpu_cell(gpu):
 
 def _driver_cell(gpu):
     smi_gpus = (gpu.get("smi") or {}).get("gpus") or []
+    adopted = " adopted" if gpu.get("adopted") else ""
     if smi_gpus and smi_gpus[0].get("driver_version"):
-        return smi_gpus[0]["driver_version"]
+        return smi_gpus[0]["driver_version"] + (f" ({adopted.strip()})" if adopted else "")
     if gpu.get("kernel_driver_version"):
-        return f"{gpu['kernel_driver_version']} (module)"
+        return f"{gpu['kernel_driver_version']} (module{',' + adopted if adopted else ''})"
+    if adopted:
+        return f"{gpu['adopted'].get('version') or 'version unknown'} (adopted, not loaded)"
     if gpu.get("package_version"):
         return f"{gpu['package_version']} (installed, not loaded)"
     return "not installed"

@@ -28,6 +28,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import (
 HEADER = "# Written by kube-gpu-nodes (nvidia_driver).\n"
 SOURCES = ("distro", "cuda_repo", "runfile")
 KERNEL_MODULES = ("proprietary", "open")
+# What to do with a driver already on the node: adopt one no package of ours owns (auto), always keep what
+# is there (adopt), or always install the packages (install).
+EXISTING = ("auto", "adopt", "install")
 
 # Every platform the role installs on, keyed "<distribution>-<major version>". Debian has one driver
 # branch per release (bookworm R535, trixie R550); Ubuntu ships several -server branches; RHEL uses
@@ -93,11 +96,22 @@ def _redhat(cuda_distro: str) -> dict:
     }
 
 
+# EL 7: yum, no module streams; NVIDIA's RHEL 7 repository selects a branch with the
+# nvidia-driver-branch-<branch> packages and yum-plugin-nvidia ("flavors" in NVIDIA's RHEL 7 packaging guide,
+# developer.download.nvidia.com/compute/github-demos/yum-packaging-nvidia-driver/guide-rhel7). Planned and
+# rendered here; never run on a real EL 7 host.
+_EL7 = {**_redhat("rhel7"), "dnf_module_stream": None,
+        "cuda_repo_packages": {"proprietary": ["nvidia-driver-branch-{branch}", "nvidia-driver-branch-{branch}-cuda",
+                                               "yum-plugin-nvidia"]},
+        "version_package": "nvidia-driver-branch-{branch}"}
+
 PLATFORMS: dict = {
     "Debian-12": _debian("bookworm", "535", "debian12"),
     "Debian-13": _debian("trixie", "550", "debian13"),
     "Ubuntu-22": _ubuntu("jammy", "ubuntu2204"),
     "Ubuntu-24": _ubuntu("noble", "ubuntu2404"),
+    "Ubuntu-20": _ubuntu("focal", "ubuntu2004"),
+    "RedHat-7": _EL7,
     "RedHat-8": _redhat("rhel8"),
     "RedHat-9": _redhat("rhel9"),
 }
@@ -114,6 +128,14 @@ PIN_GLOBS = ["nvidia-*", "libnvidia-*", "libcuda1", "libcudadebugger1", "libnvcu
              "libgl1-nvidia*", "libglx-nvidia*", "libegl-nvidia*", "libgles-nvidia*", "firmware-nvidia-*",
              "xserver-xorg-video-nvidia*", "cuda-drivers*"]
 RPM_STACK_GLOBS = ["nvidia-*", "kmod-nvidia-*", "libnvidia-*", "dkms-nvidia", "cuda-drivers*"]
+# An adopted driver: the packages that would replace it, blocked (apt pin priority -1, yum/dnf exclude).
+# Globs that spare the container toolkit (nvidia-container-*, libnvidia-container*, nvidia-docker2) and
+# Debian's CUDA toolkit (nvidia-cuda-*): tests check them against is_stack_package.
+BLOCK_GLOBS = ["nvidia-[!cd]*", "nvidia-compute-*", "nvidia-dkms-*", "nvidia-driver*", "libnvidia-[!c]*",
+               "libnvidia-cfg*", "libnvidia-common*", "libnvidia-compute*", "libcuda1", "libcudadebugger1",
+               "libnvcuvid1", "libnvoptix1", "libgl1-nvidia*", "libglx-nvidia*", "libegl-nvidia*", "libgles-nvidia*",
+               "firmware-nvidia-*", "xserver-xorg-video-nvidia*", "cuda-drivers*", "linux-modules-nvidia-*",
+               "linux-objects-nvidia-*", "linux-signatures-nvidia-*", "kmod-nvidia*", "dkms-nvidia*"]
 # The container toolkit's packages match the same globs but belong to nvidia_container_toolkit.
 NOT_DRIVER = re.compile(r"^(lib)?nvidia-(container|docker)")
 # Packages that carry a kernel module (DKMS sources, prebuilt modules, or the metapackages that pull them).
@@ -127,6 +149,9 @@ FILES = {
     "cuda_keyring": "/usr/share/keyrings/kgn-cuda-archive-keyring.asc",
     "cuda_yum_repo": "/etc/yum.repos.d/kgn-cuda.repo",
     "apt_pin": "/etc/apt/preferences.d/kgn-nvidia-driver.pref",
+    # EL: an adopted driver's packages are excluded here (yum.conf on EL 7, where yum is the tool)
+    "dnf_conf": "/etc/dnf/dnf.conf",
+    "yum_conf": "/etc/yum.conf",
     "blacklist": "/etc/modprobe.d/kgn-blacklist-nouveau.conf",
     "event_log": "/var/log/kgn/nvidia_driver.log",
     "runfile_stamp": "/var/lib/kgn/nvidia_driver_runfile.version",
@@ -241,6 +266,8 @@ def _platform(observed_os: dict) -> tuple[str, dict]:
 def _check_inputs(inputs: dict) -> None:
     if inputs.get("source") not in SOURCES:
         raise _fail(f"nvidia_driver_source is {inputs.get('source')!r}; it must be one of {', '.join(SOURCES)}")
+    if inputs.get("existing", "auto") not in EXISTING:
+        raise _fail(f"nvidia_driver_existing is {inputs.get('existing')!r}; it must be one of {', '.join(EXISTING)}")
     if inputs.get("kernel_module") not in KERNEL_MODULES:
         raise _fail(f"nvidia_driver_kernel_module is {inputs.get('kernel_module')!r}; it must be one of "
                     f"{', '.join(KERNEL_MODULES)}")
@@ -276,8 +303,11 @@ def driver_packages(inputs: object, observed: object) -> dict:
         version_package = platform["version_package"]
         unpinned = platform["unpinned_packages"]
     elif source == "cuda_repo":
+        if flavour not in platform["cuda_repo_packages"]:
+            raise _fail(f"nvidia_driver_kernel_module={flavour} is not packaged for {key}; use proprietary")
         packages = platform["cuda_repo_packages"][flavour]
-        version_package = "nvidia-driver" if platform["family"] == "redhat" else "cuda-drivers-{branch}"
+        version_package = (platform["version_package"] if platform["family"] == "redhat"
+                           else "cuda-drivers-{branch}")
         unpinned = []
     else:
         packages, version_package, unpinned = [], "", []
@@ -376,8 +406,9 @@ def runfile_plan(inputs: dict, installed: str) -> dict:
             "installed": installed, "due": installed != target}
 
 
-def _gpu_refusals(inputs: dict, gpu: dict) -> list:
+def _gpu_refusals(inputs: dict, gpu: dict, what: str = "") -> list:
     problems = []
+    what = what or f"nvidia_driver_branch={inputs['branch']} / nvidia_driver_kernel_module={inputs['kernel_module']}"
     for entry in (gpu or {}).get("gpus") or []:
         product = (entry or {}).get("product_name")
         info = nvidia_gpu_info(product, strict=False) if product else None
@@ -385,8 +416,7 @@ def _gpu_refusals(inputs: dict, gpu: dict) -> list:
             continue
         verdict = nvidia_branch_supports_gpu(str(inputs["branch"]), info, inputs["kernel_module"])
         if not verdict["supported"]:
-            problems.append(f"nvidia_driver_branch={inputs['branch']} / nvidia_driver_kernel_module="
-                            f"{inputs['kernel_module']} cannot drive GPU {product}: {verdict['reason']}")
+            problems.append(f"{what} cannot drive GPU {product}: {verdict['reason']}")
     return problems
 
 
@@ -429,15 +459,79 @@ def _packages_state(observed: dict, assumed: list) -> dict:
     }
 
 
-def _refuse_foreign_driver(driver: dict, source: str) -> None:
-    if source == "runfile" or not driver or driver.get("owned", True):
-        return
-    where = driver.get("kernel_module_version") or driver.get("nvidia_smi") or "a loaded kernel module"
-    raise _fail(
-        f"an NVIDIA driver ({where}) is installed that no package owns (a runfile or a manual install); "
-        f"installing the {source} packages over it would leave two drivers fighting over the GPU. Remove it "
-        "first (nvidia-uninstall, then reboot) and run again, or keep managing it with nvidia_driver_source=runfile"
+def adopted_driver(existing: str, driver: dict, source: str) -> bool:
+    """Whether the plan keeps the driver found on the node instead of installing packages.
+
+    ``driver``: what the node shows (``present``, ``owned`` by a package of ours or the runfile stamp,
+    ``version``, ``kernel_module_version``, ``nvidia_smi``, ``library``). A driver no package owns is adopted
+    unless ``existing`` is "install"; "adopt" keeps whatever is there and refuses a node without a driver.
+    """
+    present, foreign = bool(driver.get("present")), bool(driver.get("present")) and not driver.get("owned", True)
+    if existing == "adopt" and not present:
+        raise _fail("nvidia_driver_existing=adopt, but the node has no NVIDIA driver (no loaded kernel module, no "
+                    "nvidia-smi, no libnvidia-ml): install one first, or set nvidia_driver_existing=auto to install "
+                    "the packages")
+    if existing == "install" and foreign and source != "runfile":
+        where = driver.get("version") or driver.get("kernel_module_version") or driver.get("nvidia_smi") or "found"
+        raise _fail(
+            f"an NVIDIA driver ({where}) is installed that no package owns (a runfile, a vendor image or a manual "
+            f"install) and nvidia_driver_existing=install: installing the {source} packages over it would leave "
+            "two drivers fighting over the GPU. Remove it first (nvidia-uninstall, then reboot) and run again, or "
+            "keep it with nvidia_driver_existing=auto (the default) or adopt"
+        )
+    return foreign and existing != "install"
+
+
+def _apt_block(version: str) -> str:
+    return (HEADER + f"# The NVIDIA driver on this node ({version or 'version unknown'}) was installed outside the "
+            "package manager\n# and is adopted: no package may replace it. The container toolkit's packages are not "
+            f"blocked.\nPackage: {' '.join(BLOCK_GLOBS)}\nPin: version *\nPin-Priority: -1\n")
+
+
+def yum_exclude(text: str, globs: list) -> str:
+    """The yum/dnf main config with ``globs`` added to ``exclude=`` in its [main] section (values kept)."""
+    lines = (text or "").splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "[main]"), None)
+    if start is None:
+        lines, start = ["[main]", *lines], 0
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].strip().startswith("[")), len(lines))
+    for i in range(start + 1, end):
+        key, sep, value = lines[i].partition("=")
+        if sep and key.strip() in ("exclude", "excludepkgs"):
+            have = value.replace(",", " ").split()
+            wanted = have + [g for g in globs if g not in have]
+            if wanted != have:
+                lines[i] = f"{key.strip()}={' '.join(wanted)}"
+            break
+    else:
+        lines.insert(end, f"exclude={' '.join(globs)}")
+    return "\n".join(lines) + "\n"
+
+
+def _adopt_plan(plan: dict, driver: dict, observed: dict) -> None:
+    """Keep the driver found on the node: nothing installed, held or removed; our package sources gone; the
+    packages that would replace it blocked."""
+    version = str(driver.get("version") or driver.get("kernel_module_version") or "")
+    plan.update(
+        adopted={"version": version, "kernel_module_version": driver.get("kernel_module_version") or "",
+                 "nvidia_smi": driver.get("nvidia_smi") or "", "library": driver.get("library") or ""},
+        installed=version, target=version, target_exact=bool(version), specs=[], missing=[], held=[], offered=[],
+        stack=[], present=[], locked=[], hold_changes={"hold": [], "unhold": []}, release=[], upgrade=False,
+        headers_missing=False, kernel_headers=False, missing_components=[], module_changes=False, runfile=None,
+        version_package="", packages=[], dnf_module="", versionlock_patterns=[],
     )
+    plan["cuda_keyring"]["wanted"] = False
+    plan["assumed"][:] = [a for a in plan["assumed"] if "headers package" not in a]
+    if plan["family"] == "debian":
+        return [{"path": FILES["distro_sources"], "mode": "0644", "content": None},
+                {"path": FILES["cuda_sources"], "mode": "0644", "content": None},
+                {"path": FILES["apt_pin"], "mode": "0644", "content": _apt_block(version)}]
+    conf = FILES["yum_conf"] if plan["platform"] == "RedHat-7" else FILES["dnf_conf"]
+    text = (observed.get("files") or {}).get(conf)
+    if text is None:
+        plan["assumed"].append(f"{conf} was not recorded: the render shows only the exclude line in [main]")
+    return [{"path": FILES["cuda_yum_repo"], "mode": "0644", "content": None},
+            {"path": conf, "mode": "0644", "content": yum_exclude(text or "", BLOCK_GLOBS)}]
 
 
 # --- the section -------------------------------------------------------------------------------------
@@ -462,16 +556,34 @@ def driver_plan(inputs: object, observed: object) -> dict:
         raise _fail("observed must be a mapping (kgn_observed_nvidia_driver)")
     inputs, observed = dict(inputs), dict(observed or {})
     assumed: list = []
-    basics = driver_packages(inputs, observed)
+    _check_inputs(inputs)
+    driver = observed.get("driver") or {}
+    adopt = adopted_driver(str(inputs.get("existing") or "auto"), driver, inputs["source"])
+    try:
+        basics = driver_packages(inputs, observed)
+    except KgnError:
+        if not adopt or platform_key(observed.get("os")) not in PLATFORMS:
+            raise
+        # the source and branch do not matter for a driver that is kept
+        basics = driver_packages({**inputs, "source": "runfile"}, observed)
     key = basics["platform"]
     platform = PLATFORMS[key]
     family, source, flavour, branch = platform["family"], inputs["source"], inputs["kernel_module"], str(
         inputs["branch"])
 
     # refusals that need nothing but the request and the node
+    if "driver" not in observed:
+        assumed.append("no driver recorded on the node: no driver installed outside the packages is assumed")
+    adopted_version = str(driver.get("version") or driver.get("kernel_module_version") or "")
     if observed.get("gpu") is None:
         assumed.append("no GPU facts recorded: the branch was not checked against the node's GPUs")
-    problems = _gpu_refusals(inputs, observed.get("gpu") or {})
+    if adopt:
+        # the kernel module's flavour of a driver we did not install is unknown: proprietary drives every GPU
+        found = {"branch": adopted_version.split(".")[0], "kernel_module": "proprietary"}
+        what = f"the driver found on the node ({adopted_version}, adopted)"
+        problems = _gpu_refusals(found, observed.get("gpu") or {}, what) if adopted_version else []
+    else:
+        problems = _gpu_refusals(inputs, observed.get("gpu") or {})
     if problems:
         raise _fail("; ".join(problems))
     if observed.get("secure_boot") and inputs.get("secure_boot_policy", "fail") != "continue":
@@ -482,9 +594,6 @@ def driver_plan(inputs: object, observed: object) -> dict:
             "manager), then set nvidia_driver_secure_boot_policy=continue. See roles/nvidia_driver/README.md "
             "\"Secure Boot\""
         )
-    if "driver" not in observed:
-        assumed.append("no driver recorded on the node: no driver installed outside the packages is assumed")
-    _refuse_foreign_driver(observed.get("driver") or {}, source)
 
     architecture = str(observed.get("architecture") or "")
     if not architecture:
@@ -537,13 +646,16 @@ def driver_plan(inputs: object, observed: object) -> dict:
         "blacklist": FILES["blacklist"],
         "nvidia_smi": NVIDIA_SMI,
         "runfile": None,
+        "adopted": None,
         "assumed": assumed,
     }
     if "initramfs_tools" not in observed:
         assumed.append("the node's initramfs tools were not recorded: the initramfs is not rebuilt in the plan")
 
     files = []
-    if source == "runfile":
+    if adopt:
+        files = _adopt_plan(plan, driver, observed)
+    elif source == "runfile":
         plan["runfile"] = runfile_plan(inputs, str(observed.get("runfile_installed") or ""))
         plan.update(target=plan["runfile"]["target"], installed=plan["runfile"]["installed"],
                     module_changes=plan["runfile"]["due"], specs=[], missing=[], held=[], offered=[], stack=[],

@@ -53,6 +53,7 @@ def _gpu(state: dict, probe: dict) -> dict:
         "modules": probe.get("modules") or {},
         "kernel_driver_version": live.get("kernel_module_version"),
         "package_name": package or None,
+        "adopted": plan.get("adopted"),
         "package_version": (live.get("packages") or {}).get(package),
         "secure_boot": probe.get("secure_boot"),
         "smi": {

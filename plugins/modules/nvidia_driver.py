@@ -24,7 +24,13 @@ description:
     run says so in RV(repaired). A loaded kernel module older than the installed driver asks for a reboot.
   - Refuses, before any change, a platform it does not know, a source or branch the platform does not have, a
     branch that cannot drive a GPU of the node, Secure Boot (unless the policy is V(continue)), a held driver
-    that would move outside a planned upgrade, and package installs over a driver no package owns.
+    that would move outside a planned upgrade, and (with O(existing=install)) package installs over a driver no
+    package owns.
+  - A driver no package of ours owns (a runfile, a vendor image, another tool) is adopted by default and kept
+    as it is (nothing installed, moved or held), the module's package sources are removed, and the packages that
+    would replace it are blocked (apt pin priority -1 in C(/etc/apt/preferences.d/kgn-nvidia-driver.pref);
+    C(exclude=) in the [main] section of C(/etc/dnf/dnf.conf), or C(/etc/yum.conf) on EL 7). RV(plan.adopted)
+    names it; the first run that adopts it says so as a warning.
   - With O(render_dir) it contacts no node; it plans from O(observed), which must name the node's OS, and writes
     the files under C(<render_dir>/<render_host>/<path>), with the plan in C(_plan/nvidia_driver.json).
 options:
@@ -41,6 +47,14 @@ options:
     description: Exact upstream version to pin; empty keeps the installed version of the branch or takes the newest.
     type: str
     default: ''
+  existing:
+    description:
+      - A driver already on the node. V(auto) adopts one that no package of ours owns and installs the packages
+        otherwise; V(adopt) keeps whatever driver is there (and fails when there is none); V(install) manages
+        the packages and refuses a driver no package owns.
+    type: str
+    choices: [auto, adopt, install]
+    default: auto
   kernel_module:
     description: Kernel module flavour.
     type: str
@@ -251,7 +265,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import (  # noqa
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 
-INPUTS = ("source", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
+INPUTS = ("source", "existing", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
           "debian_mirror", "debian_security_mirror", "ubuntu_mirror", "ubuntu_security_mirror", "cuda_repo_base_url",
           "cuda_repo_key", "cuda_repo_key_rpm", "runfile_url", "runfile_path", "runfile_extra_args", "kernel_headers",
           "blacklist_nouveau", "initramfs_rebuild", "persistenced_start", "secure_boot_policy")
@@ -265,7 +279,10 @@ LOCK_DELAY = 10
 LOCKED = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock")
 APT_OPTIONS = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
                "-o", "DPkg::Lock::Timeout=60"]
-OWN_FILES = ("distro_sources", "cuda_sources", "apt_pin", "blacklist", "cuda_yum_repo")
+OWN_FILES = ("distro_sources", "cuda_sources", "apt_pin", "blacklist", "cuda_yum_repo", "dnf_conf", "yum_conf")
+# Where a driver installed outside the packages leaves its NVML library (the file name carries the version).
+NVML_GLOBS = ("/usr/lib64/libnvidia-ml.so.*.*", "/usr/lib/libnvidia-ml.so.*.*", "/usr/lib/*/libnvidia-ml.so.*.*",
+              "/usr/lib/*/nvidia/*/libnvidia-ml.so.*.*")
 
 
 class Failed(Exception):
@@ -436,18 +453,33 @@ def _owner(module, family, path):
     return ""
 
 
+def nvml_library():
+    """The newest libnvidia-ml.so.<version> on the node and its version ("" when there is none)."""
+    found = []
+    for pattern in NVML_GLOBS:
+        for path in glob.glob(pattern):
+            version = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
+            if version and not os.path.islink(path):
+                found.append((tuple(int(x) for x in version.group(1).split(".")), path, version.group(1)))
+    return (max(found)[1], max(found)[2]) if found else ("", "")
+
+
 def driver_state(module, family, stack, runfile_installed):
-    """The driver the node has, and whether a package (or this module's runfile stamp) owns it."""
+    """The driver the node has, its version, and whether a package (or this module's runfile stamp) owns it."""
     proc = host.read(PROC_VERSION) or ""
     smi = module.get_bin_path("nvidia-smi") or ""
-    present = bool(proc) or bool(smi)
-    owner = _owner(module, family, smi)
+    library, library_version = nvml_library()
+    present = bool(proc) or bool(smi) or bool(library)
+    owner = _owner(module, family, smi) or _owner(module, family, library)
     if not owner and proc:
         owner = next((name for name in stack if KERNEL_PACKAGE.search(name)), "")
+    loaded = kernel_module_version(proc)
     return {
         "present": present,
-        "kernel_module_version": kernel_module_version(proc),
+        "version": loaded or library_version,
+        "kernel_module_version": loaded,
         "nvidia_smi": smi,
+        "library": library,
         "owner": owner or ("runfile" if runfile_installed else ""),
         "owned": not present or bool(owner) or bool(runfile_installed),
     }
@@ -459,8 +491,8 @@ def _apt_sources():
     return {path: text for path, text in ((p, host.read(p)) for p in paths) if text is not None}
 
 
-def observe(module, inputs, gpu_facts, partial=False):
-    """Everything the plan needs, read once. ``partial``: only what needs no plan (observe_only)."""
+def observe(module, inputs, gpu_facts):
+    """Everything the plan needs, read once (a source the platform lacks is left to the plan to refuse)."""
     uname = os.uname()
     observed = {
         "os": os_release(host.read("/etc/os-release")),
@@ -479,8 +511,7 @@ def observe(module, inputs, gpu_facts, partial=False):
         basics = driver_packages(inputs, observed)
         family = basics["family"]
     except KgnError:
-        if not partial:
-            raise
+        # the plan raises it again unless it keeps a driver found on the node (read below)
         basics = None
     if family == "debian":
         observed["apt_sources"] = _apt_sources()
@@ -841,6 +872,22 @@ class Run:
                     _must(host.run(module, [tool, "versionlock", verb, *patterns], timeout=300),
                           f"{tool} versionlock {verb}")
 
+    # a driver found on the node, kept as it is
+    def apply_adopted(self):
+        self.dev_char_links()
+        self.keyring()
+        written = self.files([f["path"] for f in self.plan["files"] if f["path"] != self.plan["blacklist"]])
+        if written:
+            adopted = self.plan["adopted"]
+            where = adopted["library"] or adopted["nvidia_smi"] or "the loaded kernel module"
+            self.module.warn(f"adopted: the NVIDIA driver {adopted['version'] or '(version unknown)'} on this node "
+                             f"({where}) is owned by no package; it is kept as it is, and the packages that would "
+                             "replace it are blocked. nvidia_driver_existing=install installs the packages instead "
+                             "(after the driver is removed)")
+            if not self.check:
+                log_event(self.plan["event_log"], f"adopted the driver {adopted['version']} found on the node "
+                                                  f"({where}); its replacements blocked")
+
     # runfile
     def apply_runfile(self):
         self.dev_char_links()
@@ -912,6 +959,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "source": {"type": "str", "default": "distro", "choices": ["distro", "cuda_repo", "runfile"]},
+            "existing": {"type": "str", "default": "auto", "choices": ["auto", "adopt", "install"]},
             "branch": {"type": "str", "default": "535"},
             "version": {"type": "str", "default": ""},
             "kernel_module": {"type": "str", "default": "proprietary", "choices": ["proprietary", "open"]},
@@ -963,7 +1011,7 @@ def main():
                          gpu=observed.get("gpu") or {})
 
     try:
-        observed = observe(module, inputs, gpu_facts, partial=p["observe_only"])
+        observed = observe(module, inputs, gpu_facts)
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.")
     owned = observed["driver"]["owned"]
@@ -980,7 +1028,9 @@ def main():
 
     run = Run(module, inputs, observed, plan)
     try:
-        if plan["source"] == "runfile":
+        if plan["adopted"]:
+            run.apply_adopted()
+        elif plan["source"] == "runfile":
             run.apply_runfile()
         elif plan["family"] == "debian":
             run.apply_apt()

@@ -154,3 +154,52 @@ def test_kgn_run_wrapper_keeps_runner_artifacts_and_report_in_check_mode():
     report = json.loads((out / "reports" / "latest" / "report.json").read_text())
     assert report["meta"]["check_mode"] in (True, "True", "true")
     assert {row["host"] for row in report["rows"]} == {DOCKER, CONTAINERD, CP}
+
+
+# --- the containerd node's driver: installed by hand (the prepare's stand-in for a runfile), adopted ---------
+
+
+def test_the_report_says_the_hand_installed_driver_is_adopted(healthy, repaired):
+    for report in (healthy, repaired):
+        found = check(report, CONTAINERD, "driver_package")
+        assert found["status"] == "ok", found
+        assert found["summary"].startswith("adopted: driver 550."), found["summary"]
+        assert "(adopted" in rows(report)[CONTAINERD]["driver"]
+    assert not check(healthy, DOCKER, "driver_package")["summary"].startswith("adopted")
+
+
+def test_the_adopted_driver_is_kept_and_apt_cannot_replace_it(host):
+    if host.backend.get_hostname() != CONTAINERD:
+        pytest.skip("the adopted driver is on the containerd node")
+    # the files are the ones put there by hand, byte for byte, and still no package's
+    assert host.run("sha256sum -c --quiet /root/adopted-driver.sha256").rc == 0
+    assert host.run("dpkg-query -S /usr/bin/nvidia-smi").rc != 0
+    assert host.run("dpkg-query -W -f='${Status}' nvidia-driver nvidia-smi libnvidia-ml1").stdout.count(
+        "install ok installed") == 0
+    # the owner's non-free source offers the driver packages; the pin refuses every one of them
+    pin = host.file("/etc/apt/preferences.d/kgn-nvidia-driver.pref").content_string
+    assert "Pin: version *\nPin-Priority: -1\n" in pin
+    for package in ("nvidia-driver", "nvidia-smi", "libnvidia-ml1", "nvidia-kernel-dkms"):
+        policy = host.check_output(f"apt-cache policy {package}")
+        assert "Candidate: (none)" in policy and " -1\n" in policy + "\n", policy
+        assert host.run(f"apt-get install -s -q {package}").rc != 0
+    upgrade = host.check_output("apt-get -s -q dist-upgrade")
+    assert not [line for line in upgrade.splitlines() if line.startswith("Inst ") and "nvidia" in line
+                and "container" not in line], upgrade
+    # the container toolkit's packages are not blocked
+    assert "Candidate: (none)" not in host.check_output("apt-cache policy nvidia-container-toolkit")
+
+
+def test_the_upgrade_playbook_refuses_the_adopted_driver_and_does_not_cordon():
+    import subprocess
+
+    top = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+    done = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "playbooks/nvidia_driver_upgrade.yml",
+         "--limit", CONTAINERD, "-e", "gpu_driver_version=550.163.01"],
+        cwd=top, capture_output=True, text=True, timeout=600, check=False,
+    )
+    out = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0, out[-3000:]
+    assert "that no package of ours owns" in out and "site.yml adopts it (keeps it as it is)" in out, out[-3000:]
+    assert "Cordon the node" not in out

@@ -25,8 +25,10 @@ INPUTS = {
 OS = {
     "Debian-12": {"id": "debian", "version_id": "12"},
     "Debian-13": {"id": "debian", "version_id": "13"},
+    "Ubuntu-20": {"id": "ubuntu", "version_id": "20.04", "id_like": "debian"},
     "Ubuntu-22": {"id": "ubuntu", "version_id": "22.04", "id_like": "debian"},
     "Ubuntu-24": {"id": "ubuntu", "version_id": "24.04", "id_like": "debian"},
+    "RedHat-7": {"id": "ol", "version_id": "7.9", "id_like": "fedora"},
     "RedHat-8": {"id": "rocky", "version_id": "8.10", "id_like": "rhel centos fedora"},
     "RedHat-9": {"id": "rhel", "version_id": "9.4", "id_like": "fedora"},
 }
@@ -80,9 +82,9 @@ def test_no_os_is_refused_never_guessed(os_release):
 
 
 def test_unknown_platform_is_refused_with_the_list():
-    with pytest.raises(KgnError, match=r"supports Debian-12, Debian-13, Ubuntu-22, Ubuntu-24, RedHat-8, RedHat-9; "
-                                       r"this host is centos 7 \(RedHat-7\)"):
-        kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": {"id": "centos", "version_id": "7"}})
+    with pytest.raises(KgnError, match=r"supports Debian-12, Debian-13, Ubuntu-22, Ubuntu-24, Ubuntu-20, RedHat-7, "
+                                       r"RedHat-8, RedHat-9; this host is centos 6 \(RedHat-6\)"):
+        kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": {"id": "centos", "version_id": "6"}})
 
 
 DISTRO = {
@@ -115,12 +117,23 @@ def test_distro_packages_of_every_debian_platform(platform, flavour):
 @pytest.mark.parametrize("platform", list(kd.PLATFORMS))
 @pytest.mark.parametrize("flavour", ["proprietary", "open"])
 def test_cuda_repo_on_every_platform(platform, flavour):
+    if platform == "RedHat-7" and flavour == "open":
+        with pytest.raises(KgnError, match="nvidia_driver_kernel_module=open is not packaged for RedHat-7"):
+            kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "570", "kernel_module": flavour},
+                           {"os": OS[platform], "architecture": "x86_64"})
+        return
     result = kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "570", "kernel_module": flavour},
                             {"os": OS[platform], "architecture": "x86_64"})
     distro = kd.PLATFORMS[platform]["cuda_repo_distro"]
     url = f"https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64"
     assert result["cuda_repo_url"] == url
-    if platform.startswith("RedHat"):
+    if platform == "RedHat-7":
+        # yum: no module stream; the branch is chosen by NVIDIA's nvidia-driver-branch-<branch> packages
+        assert result["packages"] == ["nvidia-driver-branch-570", "nvidia-driver-branch-570-cuda", "yum-plugin-nvidia"]
+        assert result["dnf_module"] == "" and result["version_package"] == "nvidia-driver-branch-570"
+        assert "baseurl=https://developer.download.nvidia.com/compute/cuda/repos/rhel7/x86_64\n" in files(
+            result)[kd.FILES["cuda_yum_repo"]]
+    elif platform.startswith("RedHat"):
         assert result["packages"][0] == ("nvidia-driver" if flavour == "proprietary" else "nvidia-open")
         assert result["dnf_module"] == f"@nvidia-driver:570-{'dkms' if flavour == 'proprietary' else 'open'}/default"
         assert result["version_package"] == "nvidia-driver"
@@ -195,13 +208,89 @@ def test_secure_boot_refused_unless_policy_continue():
     assert plan(node(secure_boot=True), secure_boot_policy="continue")["platform"] == "Debian-12"
 
 
-def test_a_driver_no_package_owns_is_refused_for_packages_not_for_runfile():
-    foreign = {"present": True, "owned": False, "kernel_module_version": "535.104.05",
-               "nvidia_smi": "/usr/bin/nvidia-smi"}
-    with pytest.raises(KgnError, match=r"an NVIDIA driver \(535.104.05\) is installed that no package owns"):
-        plan(node(driver=foreign))
-    result = plan(node(driver=foreign), source="runfile", runfile_path="/srv/NVIDIA-Linux-x86_64-535.216.01.run")
-    assert result["runfile"]["due"] is True
+FOREIGN = {"present": True, "owned": False, "version": "535.104.05", "kernel_module_version": "535.104.05",
+           "nvidia_smi": "/usr/bin/nvidia-smi", "library": "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.104.05"}
+
+
+def test_a_driver_no_package_owns_is_adopted_by_default():
+    result = plan(node(driver=FOREIGN))
+    assert result["adopted"]["version"] == "535.104.05"
+    assert result["missing"] == [] and result["specs"] == [] and result["hold_changes"] == {"hold": [], "unhold": []}
+    assert result["target"] == "535.104.05" and result["module_changes"] is False and not result["kernel_headers"]
+    written = files(result)
+    # our package sources go; the pin blocks every driver package, the toolkit's spared
+    assert written[kd.FILES["distro_sources"]] is None and written[kd.FILES["cuda_sources"]] is None
+    pin = written[kd.FILES["apt_pin"]]
+    assert "Pin: version *\nPin-Priority: -1\n" in pin and "(535.104.05)" in pin
+    assert written[kd.FILES["blacklist"]] == kd.BLACKLIST
+    assert result["cuda_keyring"]["wanted"] is False
+
+
+def test_install_refuses_a_driver_no_package_owns_except_for_runfile():
+    with pytest.raises(KgnError, match=r"an NVIDIA driver \(535.104.05\) is installed that no package owns.*"
+                                       r"nvidia_driver_existing=install"):
+        plan(node(driver=FOREIGN), existing="install")
+    result = plan(node(driver=FOREIGN), existing="install", source="runfile",
+                  runfile_path="/srv/NVIDIA-Linux-x86_64-535.216.01.run")
+    assert result["runfile"]["due"] is True and result["adopted"] is None
+
+
+def test_adopt_needs_a_driver_and_keeps_a_packaged_one_managed():
+    with pytest.raises(KgnError, match="nvidia_driver_existing=adopt, but the node has no NVIDIA driver"):
+        plan(node(), existing="adopt")
+    owned = {"present": True, "owned": True, "owner": "nvidia-kernel-dkms", "version": "535.261.03"}
+    result = plan(node(driver=owned, packages={"installed": "535.261.03-1"}), existing="adopt")
+    assert result["adopted"] is None and result["target"] == "535.261.03-1"
+
+
+def test_an_adopted_driver_too_old_for_the_gpu_is_refused():
+    old = {**FOREIGN, "version": "470.256.02", "kernel_module_version": ""}
+    with pytest.raises(KgnError, match=r"the driver found on the node \(470.256.02, adopted\) cannot drive GPU "
+                                       r"NVIDIA H100"):
+        plan(node(driver=old, gpu={"gpus": [{"product_name": "NVIDIA H100 80GB HBM3"}]}))
+
+
+def test_an_adopted_driver_on_el_is_excluded_in_the_dnf_config_keeping_its_own_excludes():
+    dnf_conf = "[main]\ngpgcheck=1\nexclude=kernel-rt*\n\n[other]\nx=1\n"
+    result = plan(node("RedHat-9", driver=FOREIGN, files={kd.FILES["dnf_conf"]: dnf_conf}))
+    text = files(result)[kd.FILES["dnf_conf"]]
+    assert text.startswith("[main]\ngpgcheck=1\nexclude=kernel-rt* nvidia-[!cd]* ")
+    assert text.endswith("\n\n[other]\nx=1\n") and files(result)[kd.FILES["cuda_yum_repo"]] is None
+    assert kd.yum_exclude(text, kd.BLOCK_GLOBS) == text
+
+
+def test_yum_exclude_adds_a_line_or_a_section():
+    assert kd.yum_exclude("[main]\ngpgcheck=1\n", ["a*"]) == "[main]\ngpgcheck=1\nexclude=a*\n"
+    assert kd.yum_exclude("", ["a*", "b"]) == "[main]\nexclude=a* b\n"
+
+
+# Real package names (Debian bookworm/trixie, Ubuntu -server, NVIDIA's CUDA repositories for apt and dnf).
+DRIVER_PACKAGES = [
+    "nvidia-driver", "nvidia-driver-bin", "nvidia-driver-libs", "nvidia-kernel-dkms", "nvidia-open-kernel-dkms",
+    "nvidia-kernel-support", "nvidia-kernel-common", "nvidia-smi", "nvidia-persistenced", "nvidia-alternative",
+    "nvidia-egl-icd", "nvidia-vulkan-icd", "nvidia-modprobe", "nvidia-installer-cleanup", "libcuda1",
+    "libnvidia-ml1", "libnvidia-ptxjitcompiler1", "libnvidia-cfg1", "libnvidia-eglcore", "libnvidia-glcore",
+    "libnvidia-rtcore", "libnvcuvid1", "libgl1-nvidia-glvnd-glx", "libglx-nvidia0", "libegl-nvidia0",
+    "firmware-nvidia-gsp", "nvidia-headless-535-server", "nvidia-utils-535-server",
+    "nvidia-compute-utils-535-server", "libnvidia-compute-535-server", "libnvidia-common-535-server",
+    "nvidia-dkms-535-server", "nvidia-kernel-source-535-server", "linux-modules-nvidia-535-server-generic",
+    "xserver-xorg-video-nvidia-535-server", "cuda-drivers-535", "nvidia-open-535", "kmod-nvidia-latest-dkms",
+    "nvidia-driver-cuda", "nvidia-driver-cuda-libs", "nvidia-libXNVCtrl", "dkms-nvidia",
+]
+TOOLKIT_PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1",
+                    "libnvidia-container-tools", "nvidia-container-runtime", "nvidia-docker2", "nvidia-cuda-toolkit"]
+
+
+@pytest.mark.parametrize("name", DRIVER_PACKAGES)
+def test_the_block_covers_every_driver_package(name):
+    import fnmatch
+    assert any(fnmatch.fnmatchcase(name, glob) for glob in kd.BLOCK_GLOBS)
+
+
+@pytest.mark.parametrize("name", TOOLKIT_PACKAGES)
+def test_the_block_spares_the_container_toolkit_and_cuda(name):
+    import fnmatch
+    assert not any(fnmatch.fnmatchcase(name, glob) for glob in kd.BLOCK_GLOBS)
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
@@ -210,6 +299,7 @@ def test_a_driver_no_package_owns_is_refused_for_packages_not_for_runfile():
     ({"version": "550.163.01"}, "is not in nvidia_driver_branch 535"),
     ({"source": "ppa"}, "must be one of distro, cuda_repo, runfile"),
     ({"kernel_module": "nouveau"}, "must be one of proprietary, open"),
+    ({"existing": "keep"}, "must be one of auto, adopt, install"),
 ])
 def test_bad_inputs(inputs, message):
     with pytest.raises(KgnError, match=message):
@@ -722,3 +812,33 @@ def test_runfile_sequence(quiet_node, tmp_path, monkeypatch):
                     kd.driver_plan(inputs, node(runfile_installed="535.216.01")))
     again.apply_runfile()
     assert not again.changed
+
+
+def test_adopted_driver_run_touches_no_package_and_warns_once(quiet_node):
+    fake = FakeModule({("systemctl", "show"): (0, "LoadState=not-found\nActiveState=inactive\n", "")})
+    observed = node(driver=FOREIGN)
+    run = mod.Run(fake, INPUTS, observed, kd.driver_plan(INPUTS, observed))
+    run.apply_adopted()
+    run.kernel_side()
+    run.persistenced()
+    assert not fake.commands("apt-get", "apt-mark", "dpkg")
+    # the stand-in change.pending reports every file with content as new: the pin and the blacklist
+    assert quiet_node["written"] == [kd.FILES["apt_pin"], kd.FILES["blacklist"]]
+    assert len(fake.warnings) == 1 and fake.warnings[0].startswith("adopted: the NVIDIA driver 535.104.05")
+    assert quiet_node["events"][0].startswith("adopted the driver 535.104.05")
+
+
+def test_driver_state_finds_a_driver_by_its_nvml_library_alone(monkeypatch, tmp_path):
+    lib = tmp_path / "libnvidia-ml.so.450.102.04"
+    lib.write_text("")
+    (tmp_path / "libnvidia-ml.so.1").symlink_to(lib.name)
+    monkeypatch.setattr(mod, "NVML_GLOBS", (str(tmp_path / "libnvidia-ml.so.*.*"),))
+    monkeypatch.setattr(mod, "PROC_VERSION", str(tmp_path / "no-proc-version"))
+    # dpkg owns nothing of it
+    fake = FakeModule({("dpkg-query", "-S"): (1, "", "no path found matching pattern")}, tools=("dpkg-query",))
+    state = mod.driver_state(fake, "debian", [], "")
+    assert state == {"present": True, "version": "450.102.04", "kernel_module_version": "", "nvidia_smi": "",
+                     "library": str(lib), "owner": "", "owned": False}
+    # a package owning the library makes it ours
+    fake = FakeModule({("dpkg-query", "-S"): (0, f"libnvidia-ml1:amd64: {lib}\n", "")}, tools=("dpkg-query",))
+    assert mod.driver_state(fake, "debian", [], "")["owned"] is True

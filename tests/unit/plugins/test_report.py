@@ -120,3 +120,11 @@ def test_unreached_rows_quote_the_recorded_cause():
     assert rows["n2"]["checks"][0]["diagnosis"][0]["id"] == "host_unreachable"
     assert "run_failures callback" in rows["n3"]["checks"][0]["diagnosis"][0]["cause"]
     assert all(row["verdict"] == "failed" for row in rows.values())
+
+
+def test_an_adopted_driver_says_so_in_the_driver_column():
+    gpu = {"present": False, "adopted": {"version": "450.248.02"}, "smi": {"found": True, "rc": 9}}
+    row = row_for(node(gpu=gpu, api={"reachable": False}), dict(NODE_EXPECTED, expect_gpu=False))
+    assert row["driver"] == "450.248.02 (adopted, not loaded)"
+    gpu = {"present": True, "adopted": {"version": "450.248.02"}, "kernel_driver_version": "450.248.02"}
+    assert row_for(node(gpu=gpu), NODE_EXPECTED)["driver"] == "450.248.02 (module, adopted)"
