@@ -1,7 +1,5 @@
 """Answers of the Kubernetes API, read once per play and shared by every host of it."""
 
-from __future__ import annotations
-
 import json
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -112,13 +110,17 @@ def node_list(answer: object) -> dict:
 
 def api_objects(answer: object) -> list:
     """The objects of a ``kubectl get <kinds> -o json`` answer, each as ``{group, version, kind, namespace,
-    name, labels}`` (plus ``crd``: ``{group, plural, kind}`` for a CustomResourceDefinition)."""
+    name, labels}``, plus ``crd``: ``{group, plural, kind}`` for a CustomResourceDefinition; ``owners``
+    (``["Kind/name"]``) and ``containers`` (``[{name, image, command, args}]``) for a DaemonSet; and
+    ``device_plugin_enabled`` for the GPU Operator's ClusterPolicy (its ``spec.devicePlugin.enabled``,
+    true unless set to false)."""
     doc = _parsed(answer, "kubectl get")
     found = []
     for item in doc["items"]:
         api_version = str(item.get("apiVersion") or "")
         group, _, version = api_version.rpartition("/")
         meta = item.get("metadata") or {}
+        spec = item.get("spec") or {}
         entry = {
             "group": group,
             "version": version,
@@ -128,10 +130,18 @@ def api_objects(answer: object) -> list:
             "labels": dict(meta.get("labels") or {}),
         }
         if entry["kind"] == "CustomResourceDefinition":
-            spec = item.get("spec") or {}
             entry["crd"] = {"group": str(spec.get("group") or ""),
                             "plural": str((spec.get("names") or {}).get("plural") or ""),
                             "kind": str((spec.get("names") or {}).get("kind") or "")}
+        elif entry["kind"] == "DaemonSet":
+            pod = (spec.get("template") or {}).get("spec") or {}
+            entry["owners"] = [f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or []]
+            entry["containers"] = [{"name": str(c.get("name") or ""), "image": str(c.get("image") or ""),
+                                    "command": [str(w) for w in c.get("command") or []],
+                                    "args": [str(w) for w in c.get("args") or []]}
+                                   for c in pod.get("containers") or []]
+        elif entry["kind"] == "ClusterPolicy" and group == "nvidia.com":
+            entry["device_plugin_enabled"] = (spec.get("devicePlugin") or {}).get("enabled") is not False
         found.append(entry)
     return found
 

@@ -8,6 +8,9 @@ Functions (stack_catalog, stack_extenders, stack_problems and stacks_plan are al
   stack_problems   conflicts and bad input, as a list of messages (empty = fine); the validate
                        playbook fails on a non-empty list before any host is touched
   stack_service_urls  in-cluster base URLs of the extender Services (for an in-cluster scheduler)
+  stack_conflicts  the NVIDIA device plugins already in the cluster that this project did not deploy (the GPU
+                       Operator, a provider's managed add-on, one deployed by hand) for the chosen stacks that
+                       advertise the same resource
   secondary_scheduler  whether a second, in-cluster kube-scheduler carries the extenders (managed
                        control plane): from gpu_sharing_stacks_secondary_scheduler and the inventory
 
@@ -30,8 +33,6 @@ Sources (keys from docs/versions.md and the reference clusters of docs/field-not
   nvidia_device_plugin  docs/versions.md E (no extender; resource nvidia.com/gpu)
 Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one binder only): [A3].
 """
-
-from __future__ import annotations
 
 import copy
 import hashlib
@@ -395,12 +396,24 @@ PRUNED_RESOURCES = ("pods", "deployments.apps", "daemonsets.apps", "services", "
                     "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
                     "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
                     "customresourcedefinitions.apiextensions.k8s.io")
+# What to do with an NVIDIA device plugin already in the cluster that this project did not deploy
+# (gpu_sharing_stacks_existing_device_plugin): refuse, or adopt it (keep it, leave out the stack's own).
+EXISTING_DEVICE_PLUGIN = ("refuse", "adopt")
+# The resource every NVIDIA device plugin advertises, whoever deployed it.
+NVIDIA_GPU = "nvidia.com/gpu"
+# Image names (the last path segment, any registry and tag) of NVIDIA device plugins: upstream's (also the GPU
+# Operator's and the Helm chart's) and the managed add-ons' (GKE, OKE: nvidia-gpu-device-plugin).
+DEVICE_PLUGIN_IMAGES = ("k8s-device-plugin", "nvidia-device-plugin", "nvidia-gpu-device-plugin",
+                        "nvidia-k8s-device-plugin")
+# Programs the same image also runs, which advertise no resource: GPU Feature Discovery, the MPS control
+# daemon, the config manager sidecar of the Helm chart.
+NOT_A_DEVICE_PLUGIN = ("gpu-feature-discovery", "mps-control-daemon", "config-manager")
 STACK_INPUTS = {
     "kubernetes_version": "", "stacks": [], "namespace": "kube-system",
     "manifest_dir": "/etc/kubernetes/kube-gpu-nodes/stacks", "device_plugin_release": "", "images": {},
     "registry_mirror": "", "sharing": "none", "replicas": 4, "gpushare_mps": False, "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
-    "samples": False, "manifests": None,
+    "samples": False, "existing_device_plugin": "refuse", "manifests": None,
 }
 
 
@@ -435,6 +448,9 @@ def _problems(p):
                         f"not in gpu_sharing_stacks")
     if not 2 <= p["replicas"] <= 48:
         problems.append(f"gpu_sharing_stacks_device_plugin_replicas must be 2-48, got {p['replicas']}")
+    if p["existing_device_plugin"] not in EXISTING_DEVICE_PLUGIN:
+        problems.append(f"gpu_sharing_stacks_existing_device_plugin is {p['existing_device_plugin']!r}; accepted: "
+                        f"{', '.join(EXISTING_DEVICE_PLUGIN)}")
     if problems:
         raise KgnError(f"Nothing was changed. Fix: {'; '.join(problems)}")
 
@@ -551,6 +567,106 @@ def _shown(obj):
     return f"{obj['kind']} {where}{obj['name']}"
 
 
+def _image_name(image):
+    """``nvcr.io/nvidia/k8s-device-plugin:v0.14.1`` -> ``k8s-device-plugin`` (also with a port or a digest)."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def _device_plugin_images(daemonset):
+    """Images of the DaemonSet's containers that run an NVIDIA device plugin."""
+    images = []
+    for container in daemonset.get("containers") or []:
+        words = " ".join(container.get("command", []) + container.get("args", []))
+        if (_image_name(container.get("image", "")) in DEVICE_PLUGIN_IMAGES
+                and not any(program in words for program in NOT_A_DEVICE_PLUGIN)):
+            images.append(container["image"])
+    return images
+
+
+def stack_conflicts(stacks, found):
+    """The NVIDIA device plugins already in the cluster that this project did not deploy, for each chosen stack
+    that advertises nvidia.com/gpu too (one GPU would be advertised twice); [] when no chosen stack does.
+
+    ``found``: ``{daemonsets, cluster_policies}``: every DaemonSet of the cluster and every ClusterPolicy of the
+    GPU Operator, as api.api_objects gives them. A DaemonSet labelled as this project's is never a conflict.
+    Returns ``[{stack, resource, gpu_operator, found, remove}]``: one for the GPU Operator (its ClusterPolicies
+    with the device plugin on, and the device plugin DaemonSets they own), one per other device plugin DaemonSet;
+    ``found`` names it (namespace/name, images, labels, owners), ``remove`` says how to take it away.
+    """
+    wanting = [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"]]
+    if not isinstance(found, dict):
+        raise KgnError(f"stack_conflicts: found must be a mapping (daemonsets, cluster_policies), got {found!r}")
+    operator = [f"ClusterPolicy {policy['name']}" for policy in found.get("cluster_policies") or []
+                if policy.get("device_plugin_enabled")]
+    others = []
+    for ds in found.get("daemonsets") or []:
+        images = [] if _ours(ds) else _device_plugin_images(ds)
+        if not images:
+            continue
+        where = f"{ds['namespace']}/{ds['name']}"
+        owners = ds.get("owners") or []
+        if any(owner.startswith("ClusterPolicy/") for owner in owners):
+            operator.append(f"DaemonSet {where}, image {', '.join(images)}")
+            continue
+        labels = ", ".join(f"{k}={v}" for k, v in sorted((ds.get("labels") or {}).items())) or "none"
+        owned = f"; owned by {', '.join(owners)}" if owners else ""
+        others.append({
+            "gpu_operator": False,
+            "found": f"DaemonSet {where} (image {', '.join(images)}; labels {labels}{owned})",
+            "remove": f"kubectl delete daemonset -n {ds['namespace']} {ds['name']}, or, for a provider's managed "
+                      f"add-on, switch it off in the provider's settings: deleted, it comes back",
+        })
+    if operator:
+        others.insert(0, {"gpu_operator": True, "found": f"the NVIDIA GPU Operator ({'; '.join(operator)})",
+                          "remove": "uninstall the GPU Operator, or set devicePlugin.enabled: false in its "
+                                    "ClusterPolicy"})
+    return [dict(conflict, stack=stack, resource=NVIDIA_GPU) for stack in wanting for conflict in others]
+
+
+def _conflict_text(conflict):
+    also = (" (it also manages the driver and the container toolkit of those nodes)"
+            if conflict["gpu_operator"] else "")
+    return (f"{conflict['found']} already advertises {conflict['resource']} on the cluster's GPU nodes{also}; a "
+            f"second device plugin for the same resource would double-count GPUs. Choose one: keep it and leave "
+            f"{conflict['stack']} out of gpu_sharing_stacks; replace it ({conflict['remove']}; then run again); or "
+            f"set gpu_sharing_stacks_existing_device_plugin: adopt to keep it and deploy the rest")
+
+
+def _adopted(p, api, assumed):
+    """The chosen stacks another device plugin already serves, to leave out of the plan (existing_device_plugin
+    adopt): ``[{stack, resource, found: [...]}]``. Refused (KgnError, nothing changed) when existing_device_plugin
+    is refuse, when the cluster's DaemonSets could not be read, and when the adopted stack's sharing setting
+    would not reach the adopted device plugin."""
+    if not api.get("reachable") or not any(NVIDIA_GPU in _CATALOG[s]["resources"] for s in p["stacks"]):
+        return []  # nothing is applied, or no chosen stack advertises what another device plugin does
+    components = api.get("components")
+    if components is None:
+        assumed.append("the DaemonSets of the cluster were not read: no check for another NVIDIA device plugin")
+        return []
+    if components.get("error") or not isinstance(components.get("daemonsets"), list):
+        raise KgnError(
+            f"Could not check whether another NVIDIA device plugin already runs in the cluster: "
+            f"{components.get('error') or 'the DaemonSets were not listed'}. Give the kubeconfig the right to list "
+            f"DaemonSets in every namespace (and nvidia.com ClusterPolicies), or leave nvidia_device_plugin out of "
+            f"gpu_sharing_stacks. Nothing was changed.")
+    conflicts = stack_conflicts(p["stacks"], components)
+    if not conflicts:
+        return []
+    if p["existing_device_plugin"] == "refuse":
+        raise KgnError("Refused to deploy a second device plugin: " + " | ".join(map(_conflict_text, conflicts))
+                       + ". Nothing was changed (no manifest written, applied or deleted).")
+    found = "; ".join(c["found"] for c in conflicts)
+    if p["sharing"] != "none":
+        raise KgnError(
+            f"gpu_sharing_stacks_existing_device_plugin is adopt, so {found} is kept instead of this project's "
+            f"device plugin, but gpu_sharing_stacks_device_plugin_sharing is {p['sharing']}: that setting configures "
+            f"only this project's device plugin and would not reach the adopted one. Set "
+            f"gpu_sharing_stacks_device_plugin_sharing to none (and configure sharing where the adopted device plugin "
+            f"is managed), or replace it ({conflicts[0]['remove']}) and run again. Nothing was changed.")
+    return [{"stack": stack, "resource": NVIDIA_GPU, "found": [c["found"] for c in conflicts if c["stack"] == stack]}
+            for stack in dict.fromkeys(c["stack"] for c in conflicts)]
+
+
 def _desired_objects(p, planned):
     given = p["manifests"]
     if not isinstance(given, dict):
@@ -627,15 +743,20 @@ def stacks_plan(inputs, observed=None):
 
     ``inputs``: the gpu_sharing_stacks settings (STACK_INPUTS: kubernetes_version, stacks, namespace,
     manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
-    secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples) and,
-    from the module, ``manifests``: ``{relative path: rendered text}`` of the planned templates.
+    secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples,
+    existing_device_plugin) and, from the module, ``manifests``: ``{relative path: rendered text}`` of the planned
+    templates.
     ``observed``: ``files`` (relative paths of the manifests in manifest_dir) and ``api``: ``{reachable, error,
     objects (every object labelled app.kubernetes.io/managed-by=kube-gpu-nodes, as api.api_objects gives them),
-    custom_objects {CRD name: {objects, error}}}``; missing = not read, nothing removed, said in ``assumed``.
+    custom_objects {CRD name: {objects, error}}, components {daemonsets, cluster_policies, error} (every DaemonSet
+    of the cluster and the GPU Operator's ClusterPolicies)}``; missing = not read, nothing removed, said in
+    ``assumed``.
 
     Refused (KgnError, nothing changed): bad stacks or options, Kubernetes before 1.16, a sharing mode the
-    device plugin release lacks, a Policy-era version for the second kube-scheduler, and removing a CRD while
-    custom objects of it that this project did not create remain.
+    device plugin release lacks, a Policy-era version for the second kube-scheduler, removing a CRD while
+    custom objects of it that this project did not create remain, and a chosen stack whose resource another
+    device plugin already advertises (stack_conflicts) unless existing_device_plugin is adopt: then that stack's
+    own manifests are left out and ``adopted`` names what is kept.
     """
     p = _stack_inputs(inputs)
     _problems(p)
@@ -672,12 +793,18 @@ def stacks_plan(inputs, observed=None):
         "objects": [],
         "remove_files": [],
         "prune": [],
+        "adopted": [],
         "assumed": assumed,
     }
     if p["manifests"] is None:
         return plan
     objects = _desired_objects(p, planned)
-    plan["objects"] = objects
+    adopted = _adopted(p, observed.get("api") or {}, assumed) if observed else []
+    if adopted:  # the adopted stacks' own manifests are left out; their samples stay (they use the adopted one)
+        left_out = {a["stack"] for a in adopted}
+        planned = [m for m in planned if m["template"].split("/", 1)[0] not in left_out]
+        objects = [o for o in objects if o["path"] in {m["path"] for m in planned}]
+    plan.update(manifests=planned, objects=objects, adopted=adopted)
     plan["files"] = [{"path": f"{p['manifest_dir']}/{m['path']}", "content": p["manifests"][m["path"]],
                       "mode": "0644", "stack": m["stack"]} for m in planned]
     if not observed:

@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """Write the GPU-sharing stack manifests, apply them, and remove what is no longer chosen."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: k8s_manifests
@@ -21,6 +19,12 @@ description:
   - A CustomResourceDefinition is removed only when no custom object of it remains that this project did not
     create (deleting a CRD deletes its objects); else the module fails naming the objects and what to do, before
     anything is written, applied or deleted.
+  - Before any change it lists every DaemonSet of the cluster and the GPU Operator's ClusterPolicies
+    (C(clusterpolicies.nvidia.com); none when that CRD is not installed). An NVIDIA device plugin this project did not
+    deploy (the GPU Operator's, a provider's managed add-on, one deployed by hand) while a chosen stack advertises the
+    same resource (nvidia_device_plugin, C(nvidia.com/gpu)) fails the module naming it and the choices, before
+    anything is written, applied or deleted; with C(existing_device_plugin=adopt) in O(settings) that stack's own
+    manifests are left out instead and RV(msg) names the device plugin kept.
   - When no API server answers (no kubectl, no kubeconfig, server down) or O(apply=false), the files are written,
     nothing is applied or removed in the cluster, and RV(msg) says C(NOT APPLIED) with the reason.
   - With O(render_dir) it contacts no host; it writes the manifests under
@@ -30,7 +34,8 @@ options:
     description:
       - The gpu_sharing_stacks settings, the input of the stacks plan; keys kubernetes_version, stacks, namespace,
         manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
-        secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples.
+        secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples,
+        existing_device_plugin.
     type: dict
     required: true
   manifests:
@@ -62,7 +67,8 @@ options:
     type: str
 notes:
   - Check mode writes nothing and applies and deletes with C(--dry-run=server); the result and RV(msg) list every
-    file and object that would be removed.
+    file and object that would be removed. It reads the cluster the same way, so a device plugin already there is
+    refused (or adopted) in check mode too.
 author: kube-gpu-nodes
 """
 
@@ -87,11 +93,14 @@ msg:
   returned: always
   type: str
 plan:
-  description: The stacks section of the host plan (manifests, files, objects, remove_files, prune, assumed, ...).
+  description: >-
+    The stacks section of the host plan (manifests, files, objects, remove_files, prune, adopted, assumed, ...).
   returned: always
   type: dict
 observed:
-  description: What the module read before any change (manifest files present, the API's labelled objects).
+  description: >-
+    What the module read before any change (manifest files present, the API's labelled objects, every DaemonSet and
+    ClusterPolicy of the cluster).
   returned: always
   type: dict
 live:
@@ -181,11 +190,32 @@ def read_api(module, p):
     return {"reachable": True, "error": "", "objects": objects, "custom_objects": custom}
 
 
+def read_components(module, p):
+    """Every DaemonSet of the cluster and the GPU Operator's ClusterPolicies (none when its CRD is not installed):
+    where another device plugin would show."""
+    found = {}
+    for key, args in (("daemonsets", ["get", "daemonsets.apps", "--all-namespaces", "--output=json"]),
+                      ("cluster_policies", ["get", "clusterpolicies.nvidia.com", "--output=json"])):
+        rc, out, err = kubectl(module, p, args)
+        if key == "cluster_policies" and rc != 0 and "doesn't have a resource type" in err:
+            found[key] = []
+            continue
+        try:
+            if rc != 0:
+                raise KgnError(_words(rc, out, err))
+            found[key] = api_objects(out)
+        except KgnError as err_:
+            return {"error": f"`kubectl {' '.join(args[:2])}` failed: {err_}"}
+    return dict(found, error="")
+
+
 def observe(module, p, manifest_dir):
     observed = {"files": manifest_files(manifest_dir),
                 "api": {"reachable": None, "error": "apply is disabled (gpu_sharing_stacks_apply_enabled: false)"}}
     if p["apply"]:
         observed["api"] = read_api(module, p)
+        if observed["api"]["reachable"]:
+            observed["api"]["components"] = read_components(module, p)
     return observed
 
 
@@ -267,7 +297,7 @@ def _summary(plan, applied, reason, results, removed_files, check):
     would = "would be " if check else ""
     sentences = []
     if applied and not results:
-        sentences.append("No stack is chosen: nothing to apply")
+        sentences.append("Nothing to apply" if plan["stacks"] else "No stack is chosen: nothing to apply")
     elif applied:
         changed = [r["path"] for r in results if r["changed"]]
         skipped = [r["path"] for r in results if r.get("skipped")]
@@ -280,6 +310,9 @@ def _summary(plan, applied, reason, results, removed_files, check):
                          f"{plan['manifest_dir']}, but {reason}. Nothing in the cluster was applied or removed; apply "
                          f"them later with kubectl apply -f, or fix gpu_sharing_stacks_kubectl / "
                          f"gpu_sharing_stacks_kubeconfig")
+    for adopted in plan["adopted"]:
+        sentences.append(f"Adopted (gpu_sharing_stacks_existing_device_plugin: adopt): {adopted['stack']} is not "
+                         f"deployed, {adopted['resource']} stays with {'; '.join(adopted['found'])}")
     if plan["prune"] and applied:
         sentences.append(f"Objects {would}removed (no longer chosen): " + "; ".join(_shown(o) for o in plan["prune"]))
     if removed_files:

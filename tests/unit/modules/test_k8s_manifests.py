@@ -1,5 +1,6 @@
 """k8s_manifests module, run through `ansible localhost -m` against a fake kubectl: what it writes, applies and
-removes, in check mode and for real, when the API is down, and when a CRD still holds someone else's objects."""
+removes, in check mode and for real, when the API is down, when a CRD still holds someone else's objects, and when
+another NVIDIA device plugin already runs in the cluster."""
 
 from __future__ import annotations
 
@@ -30,8 +31,15 @@ def _object(api, kind, name, namespace="kube-system", stack="gpushare", labels=N
     return {"apiVersion": api, "kind": kind, "metadata": meta, **({"spec": spec} if spec else {})}
 
 
-DAEMONSET = _object("apps/v1", "DaemonSet", "nvidia-device-plugin-daemonset", stack="nvidia_device_plugin")
+DAEMONSET = _object("apps/v1", "DaemonSet", "nvidia-device-plugin-daemonset", stack="nvidia_device_plugin",
+                    spec={"template": {"spec": {"containers": [
+                        {"name": "nvidia-device-plugin-ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.4"}]}}})
 OLD_EXTENDER = _object("apps/v1", "Deployment", "gpushare-schd-extender")
+# a provider's managed add-on (OKE's name), not labelled as the project's
+FOREIGN = _object("apps/v1", "DaemonSet", "nvidia-gpu-device-plugin", labels={"k8s-app": "nvidia-gpu-device-plugin"},
+                  spec={"template": {"spec": {"containers": [
+                      {"name": "nvidia-gpu-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.14.1"}]}}})
+NO_OPERATOR = answer(rc=1, stderr='error: the server doesn\'t have a resource type "clusterpolicies"\n')
 
 
 @pytest.fixture
@@ -50,11 +58,13 @@ def setup(tmp_path):
     return make
 
 
-def _ready(listed, dry_run):
+def _ready(listed, dry_run, daemonsets=()):
     suffix = " (server dry run)" if dry_run else ""
     return [
         {"match": ["get", "--raw", "/readyz"], "answers": [answer("ok")]},
         {"match": ["get", "-l", "app.kubernetes.io/managed-by=kube-gpu-nodes"], "answers": listed},
+        {"match": ["get", "daemonsets.apps", "--all-namespaces"], "answers": [answer(items(*daemonsets))]},
+        {"match": ["get", "clusterpolicies.nvidia.com"], "answers": [NO_OPERATOR]},
         {"match": ["apply"], "answers": [answer(f"daemonset.apps/nvidia-device-plugin-daemonset created{suffix}\n")]},
         {"match": ["delete"], "answers": [answer(f'deployment.apps "gpushare-schd-extender" deleted{suffix}\n')]},
     ]
@@ -148,3 +158,29 @@ def test_render_writes_the_manifests_and_the_plan_without_kubectl(setup, tmp_pat
     assert result["status"] == "CHANGED"
     assert (tmp_path / "out/cp1" / str(args["settings"]["manifest_dir"]).lstrip("/") / DS).read_text() == DS_TEXT
     assert (tmp_path / "out/cp1/_plan/stacks.json").exists() and calls(bin_dir) == []
+
+
+def test_a_second_device_plugin_is_refused_in_check_mode_before_anything_changes(setup):
+    args, stacks, bin_dir = setup(_ready([answer(items())], True, [DAEMONSET, FOREIGN]))
+    result = run_module("k8s_manifests", args, check=True)
+    assert result["status"] == "FAILED!"
+    assert result["msg"].startswith(
+        "Refused to deploy a second device plugin: DaemonSet kube-system/nvidia-gpu-device-plugin (image "
+        "nvcr.io/nvidia/k8s-device-plugin:v0.14.1; labels k8s-app=nvidia-gpu-device-plugin) already advertises "
+        "nvidia.com/gpu")  # our own DaemonSet, also listed, is not named
+    assert "gpu_sharing_stacks_existing_device_plugin: adopt" in result["msg"]
+    assert not [c for c in calls(bin_dir) if c["argv"][0] in ("apply", "delete")]
+    assert not (stacks / DS).exists()
+
+
+def test_adopt_applies_nothing_of_ours_for_the_resource_and_says_what_is_kept(setup):
+    args, stacks, bin_dir = setup(_ready([answer(items(DAEMONSET)), answer(items())], False, [DAEMONSET, FOREIGN]))
+    args["settings"]["existing_device_plugin"] = "adopt"
+    result = run_module("k8s_manifests", args)
+    assert result["status"] == "CHANGED", result
+    assert "Adopted (gpu_sharing_stacks_existing_device_plugin: adopt): nvidia_device_plugin is not deployed, " \
+           "nvidia.com/gpu stays with DaemonSet kube-system/nvidia-gpu-device-plugin" in result["msg"]
+    argvs = [c["argv"] for c in calls(bin_dir)]
+    assert not [a for a in argvs if a[0] == "apply"] and not (stacks / DS).exists()
+    # ours, deployed by an earlier run, goes; theirs is never deleted
+    assert [a[1] for a in argvs if a[0] == "delete"] == ["daemonset.apps/nvidia-device-plugin-daemonset"]

@@ -120,18 +120,27 @@ def test_node_list_keeps_labels_and_annotations_by_name():
 def test_api_objects_names_group_kind_namespace_and_the_crd_it_defines():
     answer = {"kind": "List", "items": [
         {"apiVersion": "apps/v1", "kind": "DaemonSet",
-         "metadata": {"name": "ds", "namespace": "kube-system", "labels": {"x": "y"}}},
+         "metadata": {"name": "ds", "namespace": "kube-system", "labels": {"x": "y"},
+                      "ownerReferences": [{"kind": "ClusterPolicy", "name": "cluster-policy"}]},
+         "spec": {"template": {"spec": {"containers": [{"name": "plugin", "args": ["--fail-on-init-error"],
+                                                         "image": "nvcr.io/nvidia/k8s-device-plugin:v0.14.1"}]}}}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sa", "namespace": "kube-system"}},
         {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
          "metadata": {"name": "gpus.elasticgpu.io"},
          "spec": {"group": "elasticgpu.io", "names": {"plural": "gpus", "kind": "GPU"}}},
+        {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "on"}, "spec": {}},
+        {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "off"},
+         "spec": {"devicePlugin": {"enabled": False}}},
     ]}
     found = api_objects(answer)
     assert found[0] == {"group": "apps", "version": "v1", "kind": "DaemonSet", "namespace": "kube-system",
-                        "name": "ds", "labels": {"x": "y"}}
-    assert (found[1]["group"], found[1]["version"]) == ("", "v1")
+                        "name": "ds", "labels": {"x": "y"}, "owners": ["ClusterPolicy/cluster-policy"],
+                        "containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.14.1",
+                                        "command": [], "args": ["--fail-on-init-error"]}]}
+    assert (found[1]["group"], found[1]["version"]) == ("", "v1") and "containers" not in found[1]
     assert found[2]["crd"] == {"group": "elasticgpu.io", "plural": "gpus", "kind": "GPU"}
     assert found[2]["namespace"] == ""
+    assert [(o["name"], o["device_plugin_enabled"]) for o in found[3:]] == [("on", True), ("off", False)]
 
 
 @pytest.mark.parametrize("answer", ["not json", "{}", '{"items": [{"kind": "X"}]}'])

@@ -443,7 +443,8 @@ def test_scheduler_without_extender_stacks_is_left_alone():
 @pytest.mark.parametrize(("pinned", "status"), [("", "ok"), ("535.104.05", "ok"), ("550.163.01", "failed")])
 def test_an_adopted_driver_is_reported_as_adopted_not_as_a_missing_package(pinned, status):
     gpu = copy.deepcopy(GPU_OK)
-    gpu.update(package_version=None, adopted={"version": "535.104.05", "library": "/usr/lib64/libnvidia-ml.so.535.104.05"})
+    library = "/usr/lib64/libnvidia-ml.so.535.104.05"
+    gpu.update(package_version=None, adopted={"version": "535.104.05", "library": library})
     checks, _ = judge(node(gpu=gpu), dict(NODE_EXPECTED, driver_version=pinned))
     check = checks["driver_package"]
     assert check["status"] == status

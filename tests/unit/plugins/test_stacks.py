@@ -12,6 +12,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (
     STACKS,
     secondary_scheduler,
     stack_catalog,
+    stack_conflicts,
     stack_extenders,
     stack_image,
     stack_problems,
@@ -383,3 +384,120 @@ def test_an_empty_stack_list_removes_everything_the_project_deployed():
 def test_nothing_is_removed_when_the_api_was_not_read_and_the_plan_says_so(observed, note):
     plan = stacks_plan(DP, observed)
     assert plan["prune"] == [] and any(note in a for a in plan["assumed"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# GPU components already in the cluster: another NVIDIA device plugin
+
+OKE_PLUGIN = _live("DaemonSet", "nvidia-gpu-device-plugin", labels={"k8s-app": "nvidia-gpu-device-plugin"}) | {
+    "owners": [], "containers": [{"name": "nvidia-gpu-device-plugin", "command": [], "args": [],
+                                  "image": "nvcr.io/nvidia/k8s-device-plugin:v0.14.1"}]}
+OPERATOR_PLUGIN = _live("DaemonSet", "nvidia-device-plugin-daemonset", "gpu-operator",
+                        labels={"app": "nvidia-device-plugin-daemonset"}) | {
+    "owners": ["ClusterPolicy/cluster-policy"],
+    "containers": [{"name": "nvidia-device-plugin", "command": ["/bin/bash", "-c"],
+                    "args": ["exec nvidia-device-plugin"], "image": "nvcr.io/nvidia/k8s-device-plugin:v0.14.1"}]}
+CLUSTER_POLICY = {"group": "nvidia.com", "version": "v1", "kind": "ClusterPolicy", "namespace": "",
+                  "name": "cluster-policy", "labels": {}, "device_plugin_enabled": True}
+OURS_DS = _live("DaemonSet", "nvidia-device-plugin-daemonset", stack="nvidia_device_plugin") | {
+    "owners": [], "containers": [{"name": "nvidia-device-plugin-ctr", "command": [], "args": [],
+                                  "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.4"}]}
+DP_FILE = "nvidia_device_plugin/daemonset-v0.12.yml"
+
+
+def _found(daemonsets=(), cluster_policies=(), **api):
+    return {"files": [DP_FILE], "api": {"reachable": True, "objects": [], "custom_objects": {}, **api,
+                                        "components": {"daemonsets": list(daemonsets),
+                                                       "cluster_policies": list(cluster_policies), "error": ""}}}
+
+
+def test_a_second_nvidia_device_plugin_is_refused_naming_it_and_the_choices():
+    with pytest.raises(KgnError) as refused:
+        stacks_plan(DP, _found([OKE_PLUGIN]))
+    assert str(refused.value) == (
+        "Refused to deploy a second device plugin: DaemonSet kube-system/nvidia-gpu-device-plugin (image "
+        "nvcr.io/nvidia/k8s-device-plugin:v0.14.1; labels k8s-app=nvidia-gpu-device-plugin) already advertises "
+        "nvidia.com/gpu on the cluster's GPU nodes; a second device plugin for the same resource would double-count "
+        "GPUs. Choose one: keep it and leave nvidia_device_plugin out of gpu_sharing_stacks; replace it (kubectl "
+        "delete daemonset -n kube-system nvidia-gpu-device-plugin, or, for a provider's managed add-on, switch it off "
+        "in the provider's settings: deleted, it comes back; then run again); or set "
+        "gpu_sharing_stacks_existing_device_plugin: adopt to keep it and deploy the rest. Nothing was changed (no "
+        "manifest written, applied or deleted).")
+
+
+@pytest.mark.parametrize(("daemonsets", "policies"), [
+    ([OPERATOR_PLUGIN], [CLUSTER_POLICY]),
+    ([], [CLUSTER_POLICY]),  # the operator has not made its DaemonSet yet
+    ([OPERATOR_PLUGIN], []),  # its DaemonSet names its owner
+])
+def test_the_gpu_operator_is_refused_as_such(daemonsets, policies):
+    with pytest.raises(KgnError) as refused:
+        stacks_plan(DP, _found(daemonsets, policies))
+    message = str(refused.value)
+    assert message.startswith("Refused to deploy a second device plugin: the NVIDIA GPU Operator (")
+    assert "it also manages the driver and the container toolkit of those nodes" in message
+    assert "replace it (uninstall the GPU Operator, or set devicePlugin.enabled: false in its ClusterPolicy" in message
+    assert message.count("GPU Operator (") == 1  # one conflict, not one per object of the operator
+    if daemonsets:
+        assert "DaemonSet gpu-operator/nvidia-device-plugin-daemonset, image nvcr.io/nvidia/k8s-device-plugin:" \
+               "v0.14.1)" in message
+
+
+def test_adopt_keeps_theirs_and_leaves_our_device_plugin_out():
+    found = _found([OKE_PLUGIN], objects=[OURS_DS])  # ours was deployed by an earlier run
+    plan = stacks_plan(dict(DP, existing_device_plugin="adopt"), found)
+    assert plan["adopted"] == [{"stack": "nvidia_device_plugin", "resource": "nvidia.com/gpu", "found": [
+        "DaemonSet kube-system/nvidia-gpu-device-plugin (image nvcr.io/nvidia/k8s-device-plugin:v0.14.1; labels "
+        "k8s-app=nvidia-gpu-device-plugin)"]}]
+    assert plan["manifests"] == [] and plan["objects"] == [] and plan["files"] == []
+    assert plan["remove_files"] == [f"{DIR}/{DP_FILE}"]
+    assert [(o["namespace"], o["name"]) for o in plan["prune"]] == [("kube-system", "nvidia-device-plugin-daemonset")]
+
+
+def test_adopt_without_anything_to_adopt_deploys_our_device_plugin():
+    plan = stacks_plan(dict(DP, existing_device_plugin="adopt"), _found())
+    assert plan["adopted"] == [] and [o["name"] for o in plan["objects"]] == ["nvidia-device-plugin-daemonset"]
+
+
+def test_adopt_with_sharing_is_refused_because_the_setting_would_not_reach_theirs():
+    inputs = dict(DP, existing_device_plugin="adopt", sharing="time-slicing", manifests={
+        "nvidia_device_plugin/config-time-slicing.yml": _manifest("ConfigMap", "nvidia-device-plugin-config", api="v1"),
+        "nvidia_device_plugin/daemonset-v0.12-config.yml": DP["manifests"][DP_FILE]})
+    with pytest.raises(KgnError, match=re.escape("would not reach the adopted one. Set "
+                                                 "gpu_sharing_stacks_device_plugin_sharing to none")):
+        stacks_plan(inputs, _found([OKE_PLUGIN]))
+
+
+@pytest.mark.parametrize("daemonset", [
+    OURS_DS,  # deployed by this project (labelled)
+    OKE_PLUGIN | {"containers": [dict(OKE_PLUGIN["containers"][0], command=["gpu-feature-discovery"])]},
+    OKE_PLUGIN | {"containers": [dict(OKE_PLUGIN["containers"][0], image="nvcr.io/nvidia/gpu-feature-discovery:v0.8")]},
+])
+def test_our_own_device_plugin_and_other_nvidia_programs_are_no_conflict(daemonset):
+    # (and a GPU Operator whose ClusterPolicy turns its device plugin off)
+    plan = stacks_plan(DP, _found([daemonset], [CLUSTER_POLICY | {"device_plugin_enabled": False}]))
+    assert plan["adopted"] == [] and [o["name"] for o in plan["objects"]] == ["nvidia-device-plugin-daemonset"]
+
+
+def test_a_device_plugin_for_another_resource_does_not_block_an_unrelated_stack():
+    assert stack_conflicts(["gpushare", "elastic_gpu"], {"daemonsets": [OKE_PLUGIN, OPERATOR_PLUGIN]}) == []
+    manifests = {f"gpushare/{path}.yml": _manifest("ServiceAccount", path, api="v1")
+                 for path in ("extender-rbac", "extender-deployment", "extender-service", "device-plugin-rbac")}
+    manifests["gpushare/device-plugin-daemonset-plain.yml"] = _manifest("DaemonSet", "gpushare-device-plugin-ds")
+    inputs = {"kubernetes_version": "1.23.1", "stacks": ["gpushare"], "images": IMAGES, "control_plane_hosts": ["cp"],
+              "manifests": manifests}
+    plan = stacks_plan(inputs, _found([OKE_PLUGIN], [CLUSTER_POLICY]))
+    assert plan["adopted"] == [] and len(plan["objects"]) == 5
+
+
+def test_daemonsets_that_could_not_be_listed_stop_the_run():
+    observed = {"files": [], "api": {"reachable": True, "objects": [], "custom_objects": {},
+                                     "components": {"error": "`kubectl get daemonsets.apps` failed: Forbidden"}}}
+    with pytest.raises(KgnError, match=r"Could not check whether another NVIDIA device plugin .*Forbidden.*Nothing"):
+        stacks_plan(DP, observed)
+
+
+def test_an_unknown_existing_device_plugin_choice_is_refused():
+    with pytest.raises(KgnError, match=re.escape("gpu_sharing_stacks_existing_device_plugin is 'keep'; accepted: "
+                                                 "refuse, adopt")):
+        stacks_plan(dict(DP, existing_device_plugin="keep"))
