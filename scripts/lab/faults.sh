@@ -166,8 +166,30 @@ case_config_unreadable() {
   unchanged unreadable-again playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
 }
 
+case_foreign_device_plugin() {
+  say "a device plugin this project did not deploy (a stand-in for a managed add-on) already serves nvidia.com/gpu"
+  local kubectl='kubectl --kubeconfig /etc/kubernetes/admin.conf -n kube-system'
+  ok_run foreign-create lab/playbooks/foreign_device_plugin.yml --limit kgn-cp-kubeadm
+  run foreign playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost'
+  said foreign "Refused to deploy a second device plugin: DaemonSet kube-system/nvidia-gpu-device-plugin"
+  said foreign "set gpu_sharing_stacks_existing_device_plugin: adopt"
+  on kgn-cp-kubeadm "$kubectl get daemonset -l app.kubernetes.io/managed-by=kube-gpu-nodes -o name | grep -q ." \
+    || fail "the refusal removed our own device plugin"
+  ok_run foreign-adopt playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost' \
+    -e gpu_sharing_stacks_existing_device_plugin=adopt
+  on kgn-cp-kubeadm "$kubectl get daemonset nvidia-gpu-device-plugin -o name >/dev/null" || fail "the adopted one is gone"
+  on kgn-cp-kubeadm "! $kubectl get daemonset -l kube-gpu-nodes.io/stack=nvidia_device_plugin -o name | grep -q ." \
+    || fail "ours still runs beside the adopted one"
+  unchanged foreign-adopt-again playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost' \
+    -e gpu_sharing_stacks_existing_device_plugin=adopt
+  ok_run foreign-remove lab/playbooks/foreign_device_plugin.yml --limit kgn-cp-kubeadm -e lab_foreign=remove
+  ok_run foreign-back playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost'
+  on kgn-cp-kubeadm "$kubectl get daemonset -l kube-gpu-nodes.io/stack=nvidia_device_plugin -o name | grep -q ." \
+    || fail "our device plugin is not back"
+}
+
 cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
-       scheduler_restart_interrupted config_unreadable stack_removed)
+       scheduler_restart_interrupted config_unreadable stack_removed foreign_device_plugin)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;
