@@ -3,10 +3,13 @@ SHELL := /bin/bash
 VENV ?= .venv
 ACTIVATE := source $(VENV)/bin/activate &&
 
-.PHONY: setup lab lab-up lab-down lab-status lab-images site check render test lint unit
+.PHONY: setup setup-2.16 lab lab-up lab-down lab-status lab-images site check render test lint unit compat
 
 setup:            ## Python venv and offline collections
 	@bash scripts/setup.sh
+
+setup-2.16:       ## a second control machine on ansible-core 2.16 for EL 7 fleets: .venv-2.16
+	@bash scripts/setup.sh --core 2.16
 
 lab-images:       ## Docker daemon and the local/debian:{bullseye,bookworm,trixie} node images
 	@bash scripts/lab/ensure-docker.sh && bash scripts/lab/build-images.sh
@@ -30,7 +33,7 @@ render: setup     ## render every file for INVENTORY into RENDER_DIR without tou
 	@$(ACTIVATE) ansible-playbook playbooks/render.yml -i $(or $(INVENTORY),inventories/lab/hosts.yml) \
 	  -e render_dir=$(abspath $(or $(RENDER_DIR),render))
 
-test:             ## every test: lint, unit, molecule, the lab twice
+test:             ## every test: lint, unit, the same on ansible-core 2.16, molecule, the lab twice
 	@bash scripts/test.sh
 
 lint: setup
@@ -38,3 +41,6 @@ lint: setup
 
 unit: setup
 	@bash scripts/test.sh unit
+
+compat:           ## lint, unit and render tests on ansible-core 2.16
+	@bash scripts/test.sh compat

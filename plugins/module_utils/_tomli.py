@@ -1,5 +1,6 @@
 """TOML parser: tomli 2.0.2 (https://github.com/hukkin/tomli), vendored unchanged but for its three
-files joined into one, so that modules can parse containerd and CRI-O configs on nodes whose Python
+files joined into one and, for Python 3.6 (EL 7 nodes), the annotations it cannot evaluate quoted and no
+`from __future__ import annotations`, so that modules can parse containerd and CRI-O configs on nodes whose Python
 predates tomllib (3.11). The same code parses on the controller (render), so both agree.
 """
 # SPDX-License-Identifier: MIT
@@ -27,8 +28,6 @@ predates tomllib (3.11). The same code parses on the controller (render), so bot
 # LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
 # OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 # SOFTWARE.
-
-from __future__ import annotations
 
 from typing import Any, Callable, Tuple
 
@@ -82,7 +81,7 @@ RE_DATETIME = re.compile(
 )
 
 
-def match_to_datetime(match: re.Match) -> datetime | date:
+def match_to_datetime(match: "re.Match") -> "datetime | date":
     """Convert a `RE_DATETIME` match to `datetime.datetime` or `datetime.date`.
 
     Raises ValueError if the match does not correspond to a valid date
@@ -128,13 +127,13 @@ def cached_tz(hour_str: str, minute_str: str, sign_str: str) -> timezone:
     )
 
 
-def match_to_localtime(match: re.Match) -> time:
+def match_to_localtime(match: "re.Match") -> time:
     hour_str, minute_str, sec_str, micros_str = match.groups()
     micros = int(micros_str.ljust(6, "0")) if micros_str else 0
     return time(int(hour_str), int(minute_str), int(sec_str), micros)
 
 
-def match_to_number(match: re.Match, parse_float: ParseFloat) -> Any:
+def match_to_number(match: "re.Match", parse_float: ParseFloat) -> Any:
     if match.group("floatpart"):
         return parse_float(match.group())
     return int(match.group(), 0)
@@ -181,7 +180,7 @@ class TOMLDecodeError(ValueError):
     """An error raised if a document is not valid TOML."""
 
 
-def load(__fp: IO[bytes], *, parse_float: ParseFloat = float) -> dict[str, Any]:
+def load(__fp: IO[bytes], *, parse_float: ParseFloat = float) -> "dict[str, Any]":
     """Parse TOML from a binary file object."""
     b = __fp.read()
     try:
@@ -193,7 +192,7 @@ def load(__fp: IO[bytes], *, parse_float: ParseFloat = float) -> dict[str, Any]:
     return loads(s, parse_float=parse_float)
 
 
-def loads(__s: str, *, parse_float: ParseFloat = float) -> dict[str, Any]:  # noqa: C901
+def loads(__s: str, *, parse_float: ParseFloat = float) -> "dict[str, Any]":  # noqa: C901
     """Parse TOML from a string."""
 
     # The spec allows converting "\r\n" to "\n", even in string
@@ -361,7 +360,7 @@ class Output(NamedTuple):
     flags: Flags
 
 
-def skip_chars(src: str, pos: Pos, chars: Iterable[str]) -> Pos:
+def skip_chars(src: str, pos: Pos, chars: "Iterable[str]") -> Pos:
     try:
         while src[pos] in chars:
             pos += 1
@@ -375,7 +374,7 @@ def skip_until(
     pos: Pos,
     expect: str,
     *,
-    error_on: frozenset[str],
+    error_on: "frozenset[str]",
     error_on_eof: bool,
 ) -> Pos:
     try:
@@ -413,7 +412,7 @@ def skip_comments_and_array_ws(src: str, pos: Pos) -> Pos:
             return pos
 
 
-def create_dict_rule(src: str, pos: Pos, out: Output) -> tuple[Pos, Key]:
+def create_dict_rule(src: str, pos: Pos, out: Output) -> "tuple[Pos, Key]":
     pos += 1  # Skip "["
     pos = skip_chars(src, pos, TOML_WS)
     pos, key = parse_key(src, pos)
@@ -431,7 +430,7 @@ def create_dict_rule(src: str, pos: Pos, out: Output) -> tuple[Pos, Key]:
     return pos + 1, key
 
 
-def create_list_rule(src: str, pos: Pos, out: Output) -> tuple[Pos, Key]:
+def create_list_rule(src: str, pos: Pos, out: Output) -> "tuple[Pos, Key]":
     pos += 2  # Skip "[["
     pos = skip_chars(src, pos, TOML_WS)
     pos, key = parse_key(src, pos)
@@ -488,7 +487,7 @@ def key_value_rule(
 
 def parse_key_value_pair(
     src: str, pos: Pos, parse_float: ParseFloat
-) -> tuple[Pos, Key, Any]:
+) -> "tuple[Pos, Key, Any]":
     pos, key = parse_key(src, pos)
     try:
         char: str | None = src[pos]
@@ -502,7 +501,7 @@ def parse_key_value_pair(
     return pos, key, value
 
 
-def parse_key(src: str, pos: Pos) -> tuple[Pos, Key]:
+def parse_key(src: str, pos: Pos) -> "tuple[Pos, Key]":
     pos, key_part = parse_key_part(src, pos)
     key: Key = (key_part,)
     pos = skip_chars(src, pos, TOML_WS)
@@ -520,7 +519,7 @@ def parse_key(src: str, pos: Pos) -> tuple[Pos, Key]:
         pos = skip_chars(src, pos, TOML_WS)
 
 
-def parse_key_part(src: str, pos: Pos) -> tuple[Pos, str]:
+def parse_key_part(src: str, pos: Pos) -> "tuple[Pos, str]":
     try:
         char: str | None = src[pos]
     except IndexError:
@@ -536,12 +535,12 @@ def parse_key_part(src: str, pos: Pos) -> tuple[Pos, str]:
     raise suffixed_err(src, pos, "Invalid initial character for a key part")
 
 
-def parse_one_line_basic_str(src: str, pos: Pos) -> tuple[Pos, str]:
+def parse_one_line_basic_str(src: str, pos: Pos) -> "tuple[Pos, str]":
     pos += 1
     return parse_basic_str(src, pos, multiline=False)
 
 
-def parse_array(src: str, pos: Pos, parse_float: ParseFloat) -> tuple[Pos, list]:
+def parse_array(src: str, pos: Pos, parse_float: ParseFloat) -> "tuple[Pos, list]":
     pos += 1
     array: list = []
 
@@ -565,7 +564,7 @@ def parse_array(src: str, pos: Pos, parse_float: ParseFloat) -> tuple[Pos, list]
             return pos + 1, array
 
 
-def parse_inline_table(src: str, pos: Pos, parse_float: ParseFloat) -> tuple[Pos, dict]:
+def parse_inline_table(src: str, pos: Pos, parse_float: ParseFloat) -> "tuple[Pos, dict]":
     pos += 1
     nested_dict = NestedDict()
     flags = Flags()
@@ -599,7 +598,7 @@ def parse_inline_table(src: str, pos: Pos, parse_float: ParseFloat) -> tuple[Pos
 
 def parse_basic_str_escape(
     src: str, pos: Pos, *, multiline: bool = False
-) -> tuple[Pos, str]:
+) -> "tuple[Pos, str]":
     escape_id = src[pos : pos + 2]
     pos += 2
     if multiline and escape_id in {"\\ ", "\\\t", "\\\n"}:
@@ -626,11 +625,11 @@ def parse_basic_str_escape(
         raise suffixed_err(src, pos, "Unescaped '\\' in a string") from None
 
 
-def parse_basic_str_escape_multiline(src: str, pos: Pos) -> tuple[Pos, str]:
+def parse_basic_str_escape_multiline(src: str, pos: Pos) -> "tuple[Pos, str]":
     return parse_basic_str_escape(src, pos, multiline=True)
 
 
-def parse_hex_char(src: str, pos: Pos, hex_len: int) -> tuple[Pos, str]:
+def parse_hex_char(src: str, pos: Pos, hex_len: int) -> "tuple[Pos, str]":
     hex_str = src[pos : pos + hex_len]
     if len(hex_str) != hex_len or not HEXDIGIT_CHARS.issuperset(hex_str):
         raise suffixed_err(src, pos, "Invalid hex value")
@@ -641,7 +640,7 @@ def parse_hex_char(src: str, pos: Pos, hex_len: int) -> tuple[Pos, str]:
     return pos, chr(hex_int)
 
 
-def parse_literal_str(src: str, pos: Pos) -> tuple[Pos, str]:
+def parse_literal_str(src: str, pos: Pos) -> "tuple[Pos, str]":
     pos += 1  # Skip starting apostrophe
     start_pos = pos
     pos = skip_until(
@@ -650,7 +649,7 @@ def parse_literal_str(src: str, pos: Pos) -> tuple[Pos, str]:
     return pos + 1, src[start_pos:pos]  # Skip ending apostrophe
 
 
-def parse_multiline_str(src: str, pos: Pos, *, literal: bool) -> tuple[Pos, str]:
+def parse_multiline_str(src: str, pos: Pos, *, literal: bool) -> "tuple[Pos, str]":
     pos += 3
     if src.startswith("\n", pos):
         pos += 1
@@ -681,7 +680,7 @@ def parse_multiline_str(src: str, pos: Pos, *, literal: bool) -> tuple[Pos, str]
     return pos, result + (delim * 2)
 
 
-def parse_basic_str(src: str, pos: Pos, *, multiline: bool) -> tuple[Pos, str]:
+def parse_basic_str(src: str, pos: Pos, *, multiline: bool) -> "tuple[Pos, str]":
     if multiline:
         error_on = ILLEGAL_MULTILINE_BASIC_STR_CHARS
         parse_escapes = parse_basic_str_escape_multiline
@@ -715,7 +714,7 @@ def parse_basic_str(src: str, pos: Pos, *, multiline: bool) -> tuple[Pos, str]:
 
 def parse_value(  # noqa: C901
     src: str, pos: Pos, parse_float: ParseFloat
-) -> tuple[Pos, Any]:
+) -> "tuple[Pos, Any]":
     try:
         char: str | None = src[pos]
     except IndexError:

@@ -1,4 +1,5 @@
-"""TOML writer: tomli-w 1.0.0 (https://github.com/hukkin/tomli-w), vendored unchanged, so that the
+"""TOML writer: tomli-w 1.0.0 (https://github.com/hukkin/tomli-w), vendored unchanged but for the annotations
+that Python 3.6 (EL 7 nodes) cannot evaluate, quoted, and no `from __future__ import annotations`, so that the
 controller (render) and the nodes (modules) write byte-identical containerd and CRI-O files.
 """
 # MIT License
@@ -22,8 +23,6 @@ controller (render) and the nodes (modules) write byte-identical containerd and 
 # LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
 # OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 # SOFTWARE.
-
-from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from datetime import date, datetime, time
@@ -52,14 +51,14 @@ COMPACT_ESCAPES = MappingProxyType(
 
 
 def dump(
-    __obj: dict[str, Any], __fp: BinaryIO, *, multiline_strings: bool = False
+    __obj: "dict[str, Any]", __fp: BinaryIO, *, multiline_strings: bool = False
 ) -> None:
     ctx = Context(multiline_strings, {})
     for chunk in gen_table_chunks(__obj, ctx, name=""):
         __fp.write(chunk.encode())
 
 
-def dumps(__obj: dict[str, Any], *, multiline_strings: bool = False) -> str:
+def dumps(__obj: "dict[str, Any]", *, multiline_strings: bool = False) -> str:
     ctx = Context(multiline_strings, {})
     return "".join(gen_table_chunks(__obj, ctx, name=""))
 
@@ -67,16 +66,16 @@ def dumps(__obj: dict[str, Any], *, multiline_strings: bool = False) -> str:
 class Context(NamedTuple):
     allow_multiline: bool
     # cache rendered inline tables (mapping from object id to rendered inline table)
-    inline_table_cache: dict[int, str]
+    inline_table_cache: "dict[int, str]"
 
 
 def gen_table_chunks(
-    table: Mapping[str, Any],
+    table: "Mapping[str, Any]",
     ctx: Context,
     *,
     name: str,
     inside_aot: bool = False,
-) -> Generator[str, None, None]:
+) -> "Generator[str, None, None]":
     yielded = False
     literals = []
     tables: list[tuple[str, Any, bool]] = []  # => [(key, value, inside_aot)]
@@ -158,7 +157,7 @@ def format_inline_table(obj: dict, ctx: Context) -> str:
     return rendered
 
 
-def format_inline_array(obj: tuple | list, ctx: Context, nest_level: int) -> str:
+def format_inline_array(obj: "tuple | list", ctx: Context, nest_level: int) -> str:
     if not obj:
         return "[]"
     item_indent = ARRAY_INDENT * (1 + nest_level)

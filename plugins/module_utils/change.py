@@ -8,8 +8,6 @@ words. ``render`` writes the same files under a folder instead, for review. Node
 controller side (render) share this file, so what is rendered is what is written.
 """
 
-from __future__ import annotations
-
 import os
 import shutil
 import tempfile

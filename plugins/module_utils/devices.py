@@ -8,8 +8,6 @@ this does the same before anything on the node reloads systemd (NVIDIA container
 troubleshooting, "containers losing access to GPUs with error: Failed to initialize NVML").
 """
 
-from __future__ import annotations
-
 import glob
 import os
 import stat as stat_module

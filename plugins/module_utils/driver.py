@@ -8,8 +8,6 @@ Package names per platform: packages.debian.org (nvidia-graphics-drivers), packa
 (dnf module streams <branch>-dkms / <branch>-open, the open modules from R515 for Turing and newer).
 """
 
-from __future__ import annotations
-
 import fnmatch
 import functools
 import os
@@ -201,7 +199,7 @@ def _deb_compare_part(left: str, right: str) -> int:
     return 0
 
 
-def _deb_split(version: str) -> tuple[int, str, str]:
+def _deb_split(version: str) -> "tuple[int, str, str]":
     epoch, _, rest = version.rpartition(":") if ":" in version else ("0", "", version)
     upstream, _, revision = rest.rpartition("-") if "-" in rest else (rest, "", "")
     return int(epoch or 0), upstream, revision
@@ -255,7 +253,7 @@ def platform_key(os_release: object) -> str:
     return f"{os_id.capitalize()}-{major}"
 
 
-def _platform(observed_os: dict) -> tuple[str, dict]:
+def _platform(observed_os: dict) -> "tuple[str, dict]":
     key = platform_key(observed_os)
     if key not in PLATFORMS:
         raise _fail(f"supports {', '.join(PLATFORMS)}; this host is {observed_os.get('id')} "

@@ -6,8 +6,6 @@ says what was given, what is accepted and what to change; filters turn it into A
 and modules into ``fail_json``.
 """
 
-from __future__ import annotations
-
 
 class KgnError(ValueError):
     """A value or a node state the project refuses, with a message a user can act on."""

@@ -4,8 +4,6 @@ Pure Python (standard library only) so the module on the node and the unit tests
 share it. Every function returns plain dicts/lists/str/int/bool/None.
 """
 
-from __future__ import annotations
-
 import re
 import xml.etree.ElementTree as ET
 
@@ -19,7 +17,7 @@ class GpuParseError(ValueError):
     """Text that is not what nvidia-smi -q -x prints."""
 
 
-def _text(node: ET.Element | None, path: str) -> str | None:
+def _text(node: "ET.Element | None", path: str) -> "str | None":
     if node is None:
         return None
     found = node.find(path)
@@ -29,7 +27,7 @@ def _text(node: ET.Element | None, path: str) -> str | None:
     return None if value in _NA else value
 
 
-def _mib(value: str | None) -> int | None:
+def _mib(value: "str | None") -> "int | None":
     if not value:
         return None
     match = re.match(r"^(\d+)\s*MiB$", value)
@@ -90,7 +88,7 @@ _LSPCI_RE = re.compile(
 )
 
 
-def parse_lspci(text: str) -> list[dict]:
+def parse_lspci(text: str) -> "list[dict]":
     """NVIDIA GPUs (vendor 10de, class VGA or 3D controller) in ``lspci -nn`` output."""
     found = []
     for line in text.splitlines():
@@ -112,7 +110,7 @@ def parse_lspci(text: str) -> list[dict]:
     return found
 
 
-def no_driver_result(reason: str, lspci_gpus: list[dict] | None) -> dict:
+def no_driver_result(reason: str, lspci_gpus: "list[dict] | None") -> dict:
     """Result when nvidia-smi cannot answer: GPUs from lspci (if any), never an exception."""
     gpus = []
     for gpu in lspci_gpus or []:

@@ -5,8 +5,6 @@ Nothing here decides anything: the planners in the other module_utils files do, 
 functions return.
 """
 
-from __future__ import annotations
-
 import os
 import re
 import time

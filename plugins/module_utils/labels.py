@@ -15,8 +15,6 @@ Discovery labels come from nvidia.py (the driver engineer's filters), stack sele
 stack catalog in stacks.py.
 """
 
-from __future__ import annotations
-
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import nvidia
@@ -57,7 +55,7 @@ def _volta_mps(gpus, infos):
     """True when every GPU supports Volta MPS (compute capability >= 7.0) [MPS-DOC]."""
     if not gpus:
         return False
-    for gpu, info in zip(gpus, infos):  # noqa: B905  (Python 3.8 nodes)
+    for gpu, info in zip(gpus, infos):
         cc = gpu.get("compute_capability") or (info or {}).get("compute_capability")
         if not cc:
             return False

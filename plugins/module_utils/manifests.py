@@ -14,8 +14,6 @@ Every fact cites a key of docs/versions.md: C = manifest API removals,
 E1-E3 = device plugin ([DP], [DP-README-0.17]).
 """
 
-from __future__ import annotations
-
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError

@@ -5,8 +5,6 @@ in docs/versions.md (section D1-D4, E4); the keys are listed with their upstream
 Sources table. Documentation for each filter is in the sidecar ``filter_plugins/<filter_name>.yml``.
 """
 
-from __future__ import annotations
-
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -15,7 +13,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import Versi
 # --- D1 table 3: CUDA toolkit -> minimum Linux x86_64 driver [CUDA-RN] --------------------------
 # Key: CUDA version as released (GA = .0, "Update N" = .N). Legacy releases are listed with the
 # build number NVIDIA printed (10.2.89 ...) and also answer for "<major>.<minor>" alone.
-CUDA_MIN_DRIVER: dict[str, str] = {
+CUDA_MIN_DRIVER: "dict[str, str]" = {
     "13.2.2": "595.71.05",
     "13.2.1": "595.58.03",
     "13.2.0": "595.45.04",
@@ -82,13 +80,13 @@ CUDA_MIN_DRIVER: dict[str, str] = {
 # 11.x: 450.80.02 (footnote: 11.0 shipped earlier, 450.80.02 enables minor-version compat).
 # 12.x: 525.60.13 (older notes give the exact minimum; current notes say ">= 525").
 # 13.x: 580 (current notes: ">= 580"; the 13.0 GA driver is 580.65.06).
-CUDA_MINOR_COMPAT_MIN_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+CUDA_MINOR_COMPAT_MIN_DRIVER: "dict[int, str]" = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 # --- D2: datacenter GPU -> architecture, compute capability, MIG ---------------------------------
 # Ordered: the first pattern that matches a product name wins (A100 before A10, L40S before L4,
 # GH200 before H200). Sources: [CUDA-GPUS], [CUDA-GPUS-LEGACY], [MIG-GPUS]; min driver for MIG
 # from [MIG-DEPLOY] (r620 table).
-GPU_MODELS: list[dict] = [
+GPU_MODELS: "list[dict]" = [
     {
         "model": "K80",
         "pattern": r"\bK80\b",
@@ -209,7 +207,7 @@ GPU_MODELS: list[dict] = [
 # Last branch that supports an architecture (None = still supported). Fermi R390, Kepler R470
 # (NVIDIA "current releases", Debian nvidia-driver description), Maxwell/Pascal/Volta R580
 # (NVIDIA Unix deprecation schedule).
-LAST_BRANCH: dict[str, int | None] = {
+LAST_BRANCH: "dict[str, int | None]" = {
     "Fermi": 390,
     "Kepler": 470,
     "Maxwell": 580,
@@ -225,7 +223,7 @@ LAST_BRANCH: dict[str, int | None] = {
 # supports its compute capability (D2 extra facts: 8.0 -> 11.0, 8.6 -> 11.1, 8.9/9.0 -> 11.8,
 # 10.0 -> 12.8; 7.0 -> 9.0, 7.5 -> 10.0). Partially verified in the source; used for the
 # "branch too old for this GPU" check.
-FIRST_BRANCH_BY_CC: dict[str, int] = {
+FIRST_BRANCH_BY_CC: "dict[str, int]" = {
     "7.0": 384,
     "7.5": 410,
     "8.0": 450,
@@ -249,7 +247,7 @@ def _fail(filter_name: str, message: str) -> KgnError:
     return KgnError(f"{filter_name}: {message}")
 
 
-def _driver_tuple(value: object, filter_name: str, what: str = "driver version") -> tuple[int, int, int]:
+def _driver_tuple(value: object, filter_name: str, what: str = "driver version") -> "tuple[int, int, int]":
     """Parse a driver version or branch: 535, '535', '535.104.05', '535.216.01-1~deb12u1'."""
     if isinstance(value, bool) or value is None or isinstance(value, float):
         raise _fail(
@@ -265,14 +263,14 @@ def _driver_tuple(value: object, filter_name: str, what: str = "driver version")
     return int(match["major"]), int(match["minor"] or 0), int(match["patch"] or 0)
 
 
-def _cuda_tuple(value: object, filter_name: str) -> tuple[int, int, int]:
+def _cuda_tuple(value: object, filter_name: str) -> "tuple[int, int, int]":
     try:
         return parse_version(value, "CUDA version")
     except VersionError as err:
         raise _fail(filter_name, f"{err} (CUDA versions look like '12.4' or '12.4.1')") from None
 
 
-def _cuda_key(cuda: tuple[int, int, int], filter_name: str) -> str:
+def _cuda_key(cuda: "tuple[int, int, int]", filter_name: str) -> str:
     rows = sorted(
         (tuple(int(p) for p in key.split(".")), key)
         for key in CUDA_MIN_DRIVER
@@ -348,7 +346,7 @@ def nvidia_gpu_family(compute_capability: object) -> str:
     raise _fail(name, f"compute capability {compute_capability} maps to no known GPU family")
 
 
-def nvidia_gpu_info(product_name: object, strict: bool = True) -> dict | None:
+def nvidia_gpu_info(product_name: object, strict: bool = True) -> "dict | None":
     """Product name (as nvidia-smi prints it) -> architecture, compute capability, MIG, MPS, modules."""
     name = "nvidia_gpu_info"
     if not isinstance(product_name, str) or not product_name.strip():
@@ -490,7 +488,7 @@ def nvidia_gfd_labels(gpu_facts: object) -> dict:
     return labels
 
 
-def _apt_entries(path: str, content: str) -> list[tuple[str, set[str]]]:
+def _apt_entries(path: str, content: str) -> "list[tuple[str, set[str]]]":
     """(suite, components) of every enabled binary entry of an apt source file (.list or deb822)."""
     entries = []
     if path.endswith(".sources"):

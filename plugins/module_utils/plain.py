@@ -5,8 +5,6 @@ filter's result must be plain str/int/float/bool/None/list/dict to survive that.
 ISO strings.
 """
 
-from __future__ import annotations
-
 import datetime
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError

@@ -7,8 +7,6 @@ the same code; the render calls it on the controller with the observation taken 
 or recorded by the last run. A section lists what it had to assume in ``assumed``.
 """
 
-from __future__ import annotations
-
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import labels_plan
@@ -42,7 +40,7 @@ def host_plan(inputs: object, observed: object = None) -> dict:
 
 
 def recorded(concern: str, observed: dict, plan: dict, live: dict, changed: bool, check_mode: bool,
-             repaired: list | None = None) -> dict:
+             repaired: "list | None" = None) -> dict:
     """The facts a module returns about its concern: ``kgn_observed_<concern>`` (what it read before any
     change: the input a later render plans from) and ``kgn_state_<concern>`` (its plan and the live state
     it saw last: what verify judges). In check mode ``changed`` means "would change"."""

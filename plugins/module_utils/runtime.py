@@ -5,8 +5,6 @@ modules on the nodes and by the filters on the controller. ``runtime_plan`` is t
 the host plan. Facts cite the source keys of docs/versions.md (section B), e.g. [ISS-NVD-1035].
 """
 
-from __future__ import annotations
-
 import copy
 import fnmatch
 import json
@@ -24,7 +22,7 @@ DOCKER_DEFAULT_PATH = "nvidia-container-runtime"
 RUNTIMES = ("docker", "containerd", "crio")  # the engines; "auto" picks one (container_runtime_choice)
 
 
-def _version(value: object, what: str) -> tuple[int, int, int]:
+def _version(value: object, what: str) -> "tuple[int, int, int]":
     try:
         return parse_version(value, what)
     except VersionError as err:
@@ -192,7 +190,7 @@ def nvidia_repo_layout(
         "rpm_repo_file_url": f"{base}/{repo_file}" if family == "rpm" else "",
         "rpm_repos": [
             {"id": repo_id, "baseurl": f"{url}/$basearch", "gpgkey": f"{base}/{path.split('/')[0]}/gpgkey"}
-            for repo_id, url, path in zip(ids, urls, paths)  # noqa: B905  (Python 3.8 nodes)
+            for repo_id, url, path in zip(ids, urls, paths)
         ]
         if family == "rpm"
         else [],
@@ -308,7 +306,7 @@ def _dig(tree: dict, path: list, create: bool = False) -> dict:
     return node
 
 
-def _file_config_version(config: dict, containerd_version: tuple[int, int, int]) -> int:
+def _file_config_version(config: dict, containerd_version: "tuple[int, int, int]") -> int:
     if not config:
         return 3 if containerd_version >= (2, 0, 0) else 2
     version = config.get("version", 1)
@@ -324,7 +322,7 @@ def _file_config_version(config: dict, containerd_version: tuple[int, int, int])
     return version
 
 
-def _base_runtime(cri: dict, builtin_cri: dict) -> tuple[str, dict | None, bool]:
+def _base_runtime(cri: dict, builtin_cri: dict) -> "tuple[str, dict | None, bool]":
     """The runtime nvidia is modelled on: the default one (normally runc), from the file or else from
     containerd's built-in config. Returns (name, entry, found_only_in_builtin)."""
     default = _dig(cri, ["containerd"]).get("default_runtime_name", "runc")
@@ -336,7 +334,7 @@ def _base_runtime(cri: dict, builtin_cri: dict) -> tuple[str, dict | None, bool]
     return name, (entry if isinstance(entry, dict) else None), isinstance(entry, dict)
 
 
-def _nvidia_entry(source: dict | None, binary: str) -> dict:
+def _nvidia_entry(source: "dict | None", binary: str) -> dict:
     """The nvidia runtime: runc's entry (options incl. SystemdCgroup) with BinaryName [NCT] config.go."""
     entry = copy.deepcopy(source) if isinstance(source, dict) else {}
     entry["runtime_type"] = RUNC_V2
@@ -527,7 +525,7 @@ def _crio_files(inputs: dict, observed_files: dict) -> list:
     return [{"path": inputs["crio_dropin"], "content": HEADER + toml_emit(dropin), "mode": "0644", "validate": None}]
 
 
-def _stale_files(engine: str, inputs: dict, observed: dict, containerd_version: str | None) -> list:
+def _stale_files(engine: str, inputs: dict, observed: dict, containerd_version: "str | None") -> list:
     """Our drop-ins of engines the node no longer uses (an engine switch), and the import that named
     ours in config.toml: removed with the same care as a change."""
     files = observed.get("files") or {}

@@ -6,8 +6,6 @@ nvidia runtime, nvidia is its default (when asked), it was started after its con
 changed, and the runtime binary it is told to run executes.
 """
 
-from __future__ import annotations
-
 import os
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host

@@ -11,8 +11,6 @@ Shared code in ``module_utils/``: ``scheduler_extender.py`` (the neutral extende
 ``scheduler_api.py`` (fields per apiVersion, reading and converting an existing config).
 """
 
-from __future__ import annotations
-
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, to_plain
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_api import (
@@ -72,7 +70,7 @@ def _target_api(minor: int) -> str:
     return "v1"
 
 
-def _removed_flags(minor: int) -> tuple[list[str], dict[str, str]]:
+def _removed_flags(minor: int) -> "tuple[list[str], dict[str, str]]":
     """Flags that must not be on the command line next to the generated config, with the reason for each."""
     notes: dict[str, str] = {}
     if minor <= 18:
@@ -118,7 +116,7 @@ def scheduler_variant(kubernetes_version: object) -> dict:
 # The document
 
 
-def _merge_extenders(kept: list[dict], new: list[dict]) -> list[dict]:
+def _merge_extenders(kept: "list[dict]", new: "list[dict]") -> "list[dict]":
     """Existing extenders in their order, one with the same urlPrefix replaced in place, new ones appended."""
     merged = list(kept)
     for extender in new:
@@ -183,8 +181,8 @@ def scheduler_config(kubernetes_version: object, extenders: object, kubeconfig: 
     return _plain(document)
 
 
-def _document(minor: int, new: list[dict], kubeconfig: object, existing: dict | None,
-              in_cluster: bool = False) -> tuple[dict, list, str]:
+def _document(minor: int, new: "list[dict]", kubeconfig: object, existing: "dict | None",
+              in_cluster: bool = False) -> "tuple[dict, list, str]":
     """The document without extenders, the merged extenders and their spelling."""
     target = _target_api(minor)
     source = classify(existing) if existing is not None else None

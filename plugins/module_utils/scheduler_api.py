@@ -5,8 +5,6 @@ filter passes on. Facts cite the source keys of docs/versions.md section A. The 
 documented in docs/scheduler-versions.md ("Merging with the existing config").
 """
 
-from __future__ import annotations
-
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_extender import (
     ExtenderError,
@@ -114,7 +112,7 @@ def classify(doc: dict) -> str:
     )
 
 
-def existing_extenders(doc: dict, source: str) -> list[dict]:
+def existing_extenders(doc: dict, source: str) -> "list[dict]":
     entries = doc.get("extenders") or []
     if not isinstance(entries, list):
         raise _fail(f"scheduler_config: the existing config's 'extenders' is a {type(entries).__name__}, "

@@ -11,8 +11,6 @@ nanoseconds. ``emit_extender`` spells it for a format (docs/versions.md A3, [PR-
   ``"30s"``; decoding is strict and case-sensitive.
 """
 
-from __future__ import annotations
-
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -173,7 +171,7 @@ def _tls(tls: dict, what: str) -> dict:
     return tls
 
 
-def _resources(resources: object, mapping: dict, what: str) -> list[dict]:
+def _resources(resources: object, mapping: dict, what: str) -> "list[dict]":
     if not isinstance(resources, list):
         raise ExtenderError(f"{what} must be a list of {{name, ignored_by_scheduler}}, got {_type_name(resources)}")
     out = []
@@ -256,7 +254,7 @@ def read_existing_extender(entry: object, spelling: str, what: str) -> dict:
     return {k: internal[k] for k in ORDER if k in internal}
 
 
-def check_single_binder(extenders: list[dict]) -> None:
+def check_single_binder(extenders: "list[dict]") -> None:
     """kube-scheduler allows only one extender with a bindVerb."""
     binders = [e["urlPrefix"] for e in extenders if e.get("bindVerb")]
     if len(binders) > 1:

@@ -13,8 +13,6 @@ The version decisions (which flag, file and document) stay in scheduler.py; thes
 them. scheduler_plan.py puts both together for the kgn.gpu_nodes.kube_scheduler module.
 """
 
-from __future__ import annotations
-
 import copy
 import re
 import shlex

@@ -20,8 +20,6 @@ The observation (all keys optional)::
     kube_proxy_mode: text ("" = kube-proxy did not answer)
 """
 
-from __future__ import annotations
-
 import copy
 import hashlib
 import json
@@ -256,7 +254,7 @@ def _assumed_observation(inputs: dict, observed: dict, assumed: list) -> dict:
     return observed
 
 
-def _style(inputs: dict, observed: dict) -> str | None:
+def _style(inputs: dict, observed: dict) -> "str | None":
     """kubeadm, systemd, or None (neither found with style auto)."""
     manifest = (observed.get("manifest") or {}).get("text")
     unit = observed.get("unit") or {}
@@ -377,7 +375,7 @@ def scheduler_reads(inputs: object, observed: object) -> dict:
     return reads
 
 
-def _version(style: str, inputs: dict, observed: dict, current: dict, rendering: bool) -> tuple[str, str]:
+def _version(style: str, inputs: dict, observed: dict, current: dict, rendering: bool) -> "tuple[str, str]":
     """(version, where it came from), or KgnError."""
     if inputs["kubernetes_version"]:
         return inputs["kubernetes_version"], "kubernetes_version"
@@ -406,7 +404,7 @@ def _version(style: str, inputs: dict, observed: dict, current: dict, rendering:
 # Extenders
 
 
-def _extenders(inputs: dict, observed: dict, assumed: list, rendering: bool) -> tuple[dict, list]:
+def _extenders(inputs: dict, observed: dict, assumed: list, rendering: bool) -> "tuple[dict, list]":
     stacks = inputs["stacks"]
     if inputs["kube_proxy_mode"] != "detect":
         proxy = inputs["kube_proxy_mode"]

@@ -433,6 +433,8 @@ def _stack_inputs(inputs):
     for key in ("gpushare_mps", "samples"):
         if not isinstance(merged[key], bool):
             raise KgnError(f"stacks_plan: {key} must be true or false, got {merged[key]!r}")
+    if isinstance(merged["replicas"], str) and merged["replicas"].isdigit():
+        merged["replicas"] = int(merged["replicas"])  # ansible-core 2.16 templates "{{ n | int }}" in a mapping to "4"
     if isinstance(merged["replicas"], bool) or not isinstance(merged["replicas"], int):
         raise KgnError(f"gpu_sharing_stacks_device_plugin_replicas must be a whole number, got {merged['replicas']!r}")
     return merged

@@ -10,8 +10,6 @@ rpm -q, dpkg --verify / rpm -V, gpg --with-colons, apt-cache madison, versionloc
 plain data the plan reads; the nvidia_container_toolkit module runs the commands.
 """
 
-from __future__ import annotations
-
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -335,14 +333,14 @@ def toolkit_plan(inputs: object, observed: object) -> dict:
     installed = [f"{name}={info['version']}" for name, info in packages.items() if name in PACKAGES]
     rpm = nvidia_toolkit_rpm_packages(inputs["version"], package, inputs["nvidia_docker2_version"], installed)
     names = rpm["names"]
-    pins = [spec[len(name) + 1:] for name, spec in zip(names, rpm["install"])]  # noqa: B905  (Python 3.8 nodes)
+    pins = [spec[len(name) + 1:] for name, spec in zip(names, rpm["install"])]
     if family == "deb":
-        specs = [f"{name}={pin}*" for name, pin in zip(names, pins)]  # noqa: B905
+        specs = [f"{name}={pin}*" for name, pin in zip(names, pins)]
         unmet = nvidia_apt_unmet(specs, installed)
         unmet_names = [spec.split("=", 1)[0] for spec in unmet]
     else:
         specs, unmet = rpm["install"], rpm["unmet"]
-        unmet_names = [name for name, spec in zip(names, specs) if spec in unmet]  # noqa: B905
+        unmet_names = [name for name, spec in zip(names, specs) if spec in unmet]
     moved = [name for name in unmet_names if name in packages]
 
     files, remove, repository = [], [], {}

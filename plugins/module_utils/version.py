@@ -4,8 +4,6 @@ Pure Python with no Ansible imports, so filters (controller side) and modules (n
 use it. Errors are ``VersionError`` (a ``ValueError``); filters turn them into AnsibleFilterError.
 """
 
-from __future__ import annotations
-
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -22,7 +20,7 @@ class VersionError(KgnError):
     """A value that is not a version this project can reason about."""
 
 
-def parse_version(value: object, what: str = "version") -> tuple[int, int, int]:
+def parse_version(value: object, what: str = "version") -> "tuple[int, int, int]":
     """Return ``(major, minor, patch)`` for a version string; patch defaults to 0.
 
     Floats are refused on purpose: YAML turns an unquoted ``1.20`` into ``1.2``, which would
@@ -50,13 +48,13 @@ def parse_version(value: object, what: str = "version") -> tuple[int, int, int]:
     return int(match["major"]), int(match["minor"]), int(match["patch"] or 0)
 
 
-def minor_of(value: object, what: str = "version") -> tuple[int, int]:
+def minor_of(value: object, what: str = "version") -> "tuple[int, int]":
     """Return ``(major, minor)`` of a version string."""
     major, minor, _ = parse_version(value, what)
     return major, minor
 
 
-def version_string(parts: tuple[int, ...]) -> str:
+def version_string(parts: "tuple[int, ...]") -> str:
     """Format a version tuple as a dotted string."""
     return ".".join(str(p) for p in parts)
 

@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """Make nvidia the (default) runtime of the engine kubelet uses, and keep it live."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: container_runtime

@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """gpu_facts: NVIDIA GPU facts from nvidia-smi -q -x, with lspci as the fallback."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: gpu_facts

@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """Read-only reads that only verify makes (the concerns' own modules record the rest)."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: gpu_node_probe

@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """Point kube-scheduler at the GPU-sharing extenders (or take it back), safely and live."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: kube_scheduler

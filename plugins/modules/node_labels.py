@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """Label the GPU nodes one API server serves, touching only the labels this project set."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: node_labels

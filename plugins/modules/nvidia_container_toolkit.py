@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """Install the NVIDIA container toolkit from NVIDIA's repository (or a mirror): pinned, held, verified, live."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: nvidia_container_toolkit
@@ -542,7 +540,7 @@ def package_diff(plan, observed):
     before = "".join(f"{name} {packages[name]['version']}{' (held)' if held_now(name) else ''}\n"
                      for name in plan["names"] if name in packages)
     after = "".join(f"{spec}{' (held)' if plan['hold_wanted'] else ''}{' (reinstalled)' if name in repaired else ''}\n"
-                    for name, spec in zip(plan["names"], plan["specs"]))  # noqa: B905
+                    for name, spec in zip(plan["names"], plan["specs"]))
     return [{"before_header": "packages", "after_header": "packages", "before": before, "after": after}]
 
 

@@ -1,8 +1,6 @@
 #!/usr/bin/python
 """Install, pin, hold and check the NVIDIA driver in one call per node."""
 
-from __future__ import annotations
-
 DOCUMENTATION = r"""
 ---
 module: nvidia_driver

@@ -6,11 +6,17 @@ import functools
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from jinja2 import Undefined
 
 
 def _filter(name, function):
     @functools.wraps(function)
     def call(*args, **kwargs):
+        # ansible-core 2.16 hands a filter the undefined variable itself (2.19 fails before the call): say which
+        # variable is undefined, as 2.19 does, rather than that the value has the wrong type
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, Undefined):
+                value._fail_with_undefined_error()
         try:
             return function(*args, **kwargs)
         except KgnError as err:

@@ -103,7 +103,7 @@ def _stand_in(tmp_path: Path, name: str, body: str) -> str:
 def _run_module(args: str, check: bool = False) -> dict:
     env = dict(
         os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+        ANSIBLE_COLLECTIONS_PATH=os.environ.get("ANSIBLE_COLLECTIONS_PATH") or str(ROOT / "collections"),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="json",
         ANSIBLE_PYTHON_INTERPRETER=sys.executable,

@@ -290,6 +290,8 @@ def test_versions_images_and_the_second_scheduler_are_decided_in_the_plan():
      "NVIDIA device plugin v0.11.0 does not support mps sharing"),
     ({"stacks": ["gpushare"], "sharing": "time-slicing"}, "but nvidia_device_plugin is not in gpu_sharing_stacks"),
     ({"stacks": ["nvidia_device_plugin"], "replicas": 1}, "must be 2-48"),
+    ({"stacks": ["nvidia_device_plugin"], "replicas": "1"}, "must be 2-48"),
+    ({"stacks": ["nvidia_device_plugin"], "replicas": "four"}, "must be a whole number, got 'four'"),
     ({"stacks": ["hami"]}, "unknown stack(s) 'hami'"),
     ({"stacks": ["nano_gpu"], "kubernetes_version": "1.18.20"}, "which takes extenders from a Policy file only"),
     ({"stacks": ["nano_gpu"], "kubernetes_version": "1.25"}, "has no patch release"),
