@@ -172,6 +172,19 @@ class NodeLock:
         return False
 
 
+def run_locked(module, what, run):
+    """``run(module)`` under the node's lock (NodeLock) when it may change the node; a render and a check
+    change nothing and need none. A lock not obtained fails the module."""
+    if module.params.get("render_dir") or module.check_mode:
+        run(module)
+        return
+    try:
+        with NodeLock(what):
+            run(module)
+    except TimeoutError as err:
+        module.fail_json(msg=str(err))
+
+
 def say(module, assumed=(), repaired=()):
     """Show what a render had to assume and what a run repaired, as the run's warnings."""
     for item in assumed:

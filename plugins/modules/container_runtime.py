@@ -19,6 +19,8 @@ description:
     Docker) are removed, with the same backup, restart and health check.
   - With O(render_dir) it contacts no node; it plans from O(observed) and writes the files under
     C(<render_dir>/<render_host>/<path>), with the plan in C(_plan/container_runtime.json).
+extends_documentation_fragment:
+  - kgn.gpu_nodes.render
 options:
   engine:
     description:
@@ -79,12 +81,6 @@ options:
     description: Seconds to wait for the engine to answer after a restart.
     type: int
     default: 30
-  render_dir:
-    description: Render instead of apply, into this folder on the machine the module runs on (the controller).
-    type: path
-  render_host:
-    description: The host name to render under (with O(render_dir)).
-    type: str
   observed:
     description:
       - What the node shows, for a render (the RV(observed) of an earlier run, or written in the inventory as
@@ -243,14 +239,7 @@ def main():
         required_together=[("render_dir", "render_host")],
         supports_check_mode=True,
     )
-    if module.params["render_dir"] or module.check_mode:
-        run(module)
-        return
-    try:
-        with host.NodeLock("container_runtime"):
-            run(module)
-    except TimeoutError as err:
-        module.fail_json(msg=str(err))
+    host.run_locked(module, "container_runtime", run)
 
 
 def run(module):

@@ -29,6 +29,8 @@ description:
     nothing is applied or removed in the cluster, and RV(msg) says C(NOT APPLIED) with the reason.
   - With O(render_dir) it contacts no host; it writes the manifests under
     C(<render_dir>/<render_host><manifest_dir>/) and the plan in C(_plan/stacks.json).
+extends_documentation_fragment:
+  - kgn.gpu_nodes.render
 options:
   settings:
     description:
@@ -59,12 +61,6 @@ options:
     description: Seconds kubectl waits for each answer of the API server.
     type: int
     default: 10
-  render_dir:
-    description: Render instead of apply, into this folder on the machine the module runs on (the controller).
-    type: path
-  render_host:
-    description: The host name to render under (with O(render_dir)).
-    type: str
 notes:
   - Check mode writes nothing and applies and deletes with C(--dry-run=server); the result and RV(msg) list every
     file and object that would be removed. It reads the cluster the same way, so a device plugin already there is

@@ -32,6 +32,8 @@ description:
   - With O(render_dir) no host is contacted; the plan comes from O(observed) (the RV(observed) of an earlier run)
     or, when nothing is recorded, from the installers' own layouts in O(assume), and the files are written
     under C(<render_dir>/<render_host>/<path>) with the plan in C(_plan/kube_scheduler.json).
+extends_documentation_fragment:
+  - kgn.gpu_nodes.render
 options:
   kubernetes_version:
     description: The cluster's Kubernetes version, quoted; empty detects it (image tag, else the binary's C(--version)).
@@ -102,12 +104,6 @@ options:
     description: Check a KubeSchedulerConfiguration with the host's scheduler binary first (systemd style).
     type: bool
     default: true
-  render_dir:
-    description: Render instead of apply, into this folder on the machine the module runs on (the controller).
-    type: path
-  render_host:
-    description: The host name to render under (with O(render_dir)).
-    type: str
   observed:
     description: What the host shows, for a render (RV(observed) of an earlier run; C(kgn_observed_kube_scheduler)).
     type: dict
@@ -517,14 +513,7 @@ def main():
         required_together=[("render_dir", "render_host")],
         supports_check_mode=True,
     )
-    if module.params["render_dir"] or module.check_mode:
-        run(module)
-        return
-    try:
-        with host.NodeLock("kube_scheduler"):
-            run(module)
-    except TimeoutError as err:
-        module.fail_json(msg=str(err))
+    host.run_locked(module, "kube_scheduler", run)
 
 
 def run(module):

@@ -23,6 +23,8 @@ description:
   - With O(render_dir) it contacts no node; it plans from O(observed) (which must give C(pkg_mgr) or
     C(os_family)) and writes the apt source or the .repo file under C(<render_dir>/<render_host>/<path>), with
     the plan (package choice, pinned specs, what is unmet) in C(_plan/nvidia_container_toolkit.json).
+extends_documentation_fragment:
+  - kgn.gpu_nodes.render
 options:
   version:
     description: Toolkit version to install and pin; also selects the repository layout.
@@ -71,12 +73,6 @@ options:
     description: Seconds to wait for another apt or dpkg that holds the lock.
     type: int
     default: 120
-  render_dir:
-    description: Render instead of apply, into this folder on the machine the module runs on (the controller).
-    type: path
-  render_host:
-    description: The host name to render under (with O(render_dir)).
-    type: str
   observed:
     description:
       - What the node shows, for a render (the RV(observed) of an earlier run, or written in the inventory as

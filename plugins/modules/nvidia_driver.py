@@ -31,6 +31,8 @@ description:
     names it; the first run that adopts it says so as a warning.
   - With O(render_dir) it contacts no node; it plans from O(observed), which must name the node's OS, and writes
     the files under C(<render_dir>/<render_host>/<path>), with the plan in C(_plan/nvidia_driver.json).
+extends_documentation_fragment:
+  - kgn.gpu_nodes.render
 options:
   source:
     description: Where the driver comes from.
@@ -140,12 +142,6 @@ options:
     description: Only read the node (driver, ownership, packages, GPUs) and plan nothing; never changes anything.
     type: bool
     default: false
-  render_dir:
-    description: Render instead of apply, into this folder on the machine the module runs on (the controller).
-    type: path
-  render_host:
-    description: The host name to render under (with O(render_dir)).
-    type: str
   observed:
     description:
       - What the node shows, for a render (the RV(observed) of an earlier run, or written in the inventory as
