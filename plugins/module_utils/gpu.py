@@ -7,6 +7,8 @@ share it. Every function returns plain dicts/lists/str/int/bool/None.
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host
+
 NVIDIA_PCI_VENDOR = "10de"
 # PCI classes of GPUs: 0300 VGA compatible controller, 0302 3D controller (datacenter GPUs).
 GPU_PCI_CLASSES = ("0300", "0302")
@@ -157,10 +159,11 @@ def first_line(text: str) -> str:
 def gather(module, nvidia_smi="nvidia-smi", lspci="lspci", use_lspci=True):
     """The GPU facts of the node (node side): ``nvidia-smi -q -x`` parsed, or, when the driver does not
     answer, the GPUs ``lspci -nn`` sees with the reason nvidia-smi gave. The one way the project reads
-    GPUs: the gpu_facts module, the driver module and verify all call it."""
+    GPUs: the gpu_facts module, the driver module and verify all call it. Both commands are bounded in time:
+    nvidia-smi hangs when a GPU has fallen off the bus."""
     smi = module.get_bin_path(nvidia_smi)
     if smi:
-        rc, out, err = module.run_command([smi, "-q", "-x"])
+        rc, out, err = host.run(module, [smi, "-q", "-x"], timeout=60)
         if rc == 0:
             try:
                 return parse_nvidia_smi_xml(out)
@@ -177,7 +180,7 @@ def gather(module, nvidia_smi="nvidia-smi", lspci="lspci", use_lspci=True):
     elif not module.get_bin_path(lspci):
         problem = "lspci: not found (install pciutils to detect GPUs before the driver is loaded)"
     else:
-        rc, out, err = module.run_command([module.get_bin_path(lspci), "-nn"])
+        rc, out, err = host.run(module, [module.get_bin_path(lspci), "-nn"], timeout=30)
         if rc != 0:
             problem = f"lspci: {first_line(err or out) or f'exit code {rc}'}"
         else:

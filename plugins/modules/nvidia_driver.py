@@ -249,13 +249,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # n
     is_stack_package,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import (  # noqa: E402
-    GpuParseError,
-    first_line,
-    no_driver_result,
-    parse_lspci,
-    parse_nvidia_smi_xml,
-)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather as gather_gpus  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 
@@ -324,30 +318,6 @@ def _persistenced(module):
     props = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line)
     return {"loaded": props.get("LoadState") == "loaded", "active": props.get("ActiveState") == "active",
             "enabled": props.get("UnitFileState") in ("enabled", "enabled-runtime", "static", "alias")}
-
-
-def gpu_probe(module):
-    """The gpu_facts module's answer: nvidia-smi -q -x, or the GPUs lspci sees when the driver does not answer."""
-    smi = module.get_bin_path("nvidia-smi")
-    if smi:
-        rc, out, err = host.run(module, [smi, "-q", "-x"], timeout=60)
-        if rc == 0:
-            try:
-                return parse_nvidia_smi_xml(out)
-            except GpuParseError as exc:
-                reason = f"nvidia-smi: {exc}"
-        else:
-            reason = f"nvidia-smi: {first_line(out) or first_line(err) or f'exit code {rc}'}"
-    else:
-        reason = "nvidia-smi: nvidia-smi not found (no NVIDIA driver utilities installed)"
-    lspci = module.get_bin_path("lspci")
-    if not lspci:
-        return no_driver_result(f"{reason}; lspci: not found (install pciutils to detect GPUs before the driver is "
-                                "loaded)", None)
-    rc, out, err = host.run(module, [lspci, "-nn"], timeout=30)
-    if rc != 0:
-        return no_driver_result(f"{reason}; lspci: {first_line(err or out) or f'exit code {rc}'}", None)
-    return no_driver_result(reason, parse_lspci(out))
 
 
 def _dpkg_rows(module, names):
@@ -498,7 +468,7 @@ def observe(module, inputs, gpu_facts):
         "files": {FILES[name]: host.read(FILES[name]) for name in OWN_FILES},
         "cuda_keyring": os.path.exists(FILES["cuda_keyring"]),
         "runfile_installed": (host.read(FILES["runfile_stamp"]) or "").strip(),
-        "gpu": gpu_facts or gpu_probe(module),
+        "gpu": gpu_facts or gather_gpus(module),
     }
     family = "redhat" if module.get_bin_path("rpm") and not module.get_bin_path("dpkg-query") else "debian"
     try:
@@ -914,7 +884,7 @@ def live_state(module, plan, observed, run, gpu_facts):
     else:
         packages = observed.get("packages") or {}
     proc = host.read(PROC_VERSION) or ""
-    gpu = gpu_facts or (observed.get("gpu") if run is None or not run.changed else gpu_probe(module))
+    gpu = gpu_facts or (observed.get("gpu") if run is None or not run.changed else gather_gpus(module))
     unit = _persistenced(module)
     loaded_version = kernel_module_version(proc)
     live = {
