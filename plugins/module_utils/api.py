@@ -5,6 +5,13 @@ import json
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 # What the roles read of a Node object (gpu_node_labels: labels, annotations; gpu_node_verify: the rest).
+# The kubectl options of the modules that talk to the API server (documented by the doc fragment
+# kgn.gpu_nodes.kubectl).
+KUBECTL_ARGS = {
+    "kubectl": {"type": "str", "default": "kubectl"},
+    "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
+    "request_timeout": {"type": "int", "default": 10},
+}
 _NODE_FIELDS = {
     "labels": ("metadata", "labels"),
     "annotations": ("metadata", "annotations"),

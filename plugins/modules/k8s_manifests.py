@@ -30,6 +30,7 @@ description:
   - With O(render_dir) it contacts no host; it writes the manifests under
     C(<render_dir>/<render_host><manifest_dir>/) and the plan in C(_plan/stacks.json).
 extends_documentation_fragment:
+  - kgn.gpu_nodes.kubectl
   - kgn.gpu_nodes.render
 options:
   settings:
@@ -45,22 +46,10 @@ options:
       - The rendered manifests, relative path in the manifest folder (such as V(gpushare/extender-rbac.yml)) -> text.
     type: dict
     required: true
-  kubectl:
-    description: kubectl command.
-    type: str
-    default: kubectl
-  kubeconfig:
-    description: kubeconfig kubectl uses.
-    type: path
-    default: /etc/kubernetes/admin.conf
   apply:
     description: Apply and prune through the API; when false the files are only written, and the result says why.
     type: bool
     default: true
-  request_timeout:
-    description: Seconds kubectl waits for each answer of the API server.
-    type: int
-    default: 10
 notes:
   - Check mode writes nothing and applies and deletes with C(--dry-run=server); the result and RV(msg) list every
     file and object that would be removed. It reads the cluster the same way, so a device plugin already there is
@@ -121,7 +110,7 @@ import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objects  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import KUBECTL_ARGS, api_objects  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import MANAGED_BY, PRUNED_RESOURCES  # noqa: E402
@@ -319,12 +308,10 @@ def _summary(plan, applied, reason, results, removed_files, check):
 def main():
     module = AnsibleModule(
         argument_spec={
+            **KUBECTL_ARGS,
             "settings": {"type": "dict", "required": True},
             "manifests": {"type": "dict", "required": True},
-            "kubectl": {"type": "str", "default": "kubectl"},
-            "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
             "apply": {"type": "bool", "default": True},
-            "request_timeout": {"type": "int", "default": 10},
             "render_dir": {"type": "path"},
             "render_host": {"type": "str"},
         },

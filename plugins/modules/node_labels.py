@@ -22,6 +22,8 @@ description:
   - With O(render_dir) it contacts no API; it writes each node's merge patch to
     C(<render_dir>/<inventory host>/_plan/node_labels.json), key C(patch) (against the labels in
     O(observed), else against a node without labels), with the rest of its plan.
+extends_documentation_fragment:
+  - kgn.gpu_nodes.kubectl
 options:
   nodes:
     description:
@@ -35,18 +37,6 @@ options:
     description: The inventory host this runs on, for the messages; empty for the control machine.
     type: str
     default: ""
-  kubectl:
-    description: kubectl command.
-    type: str
-    default: kubectl
-  kubeconfig:
-    description: kubeconfig kubectl uses.
-    type: path
-    default: /etc/kubernetes/admin.conf
-  request_timeout:
-    description: Seconds kubectl waits for each answer of the API server.
-    type: int
-    default: 10
   render_dir:
     description: Render instead of patching, into this folder on the machine the module runs on (the controller).
     type: path
@@ -102,7 +92,7 @@ import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import KUBECTL_ARGS, node_list  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
 
@@ -221,11 +211,9 @@ def words(inventory_host, result):
 def main():
     module = AnsibleModule(
         argument_spec={
+            **KUBECTL_ARGS,
             "nodes": {"type": "dict", "required": True},
             "api_host": {"type": "str", "default": ""},
-            "kubectl": {"type": "str", "default": "kubectl"},
-            "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
-            "request_timeout": {"type": "int", "default": 10},
             "render_dir": {"type": "path"},
             "observed": {"type": "dict", "default": {}},
         },
