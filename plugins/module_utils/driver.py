@@ -506,10 +506,9 @@ def yum_exclude(text: str, globs: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _adopt_plan(plan: dict, driver: dict, observed: dict) -> None:
+def _adopt_plan(plan: dict, driver: dict, version: str, observed: dict) -> list:
     """Keep the driver found on the node: nothing installed, held or removed; our package sources gone; the
-    packages that would replace it blocked."""
-    version = str(driver.get("version") or driver.get("kernel_module_version") or "")
+    packages that would replace it blocked. Returns the plan's files."""
     plan.update(
         adopted={"version": version, "kernel_module_version": driver.get("kernel_module_version") or "",
                  "nvidia_smi": driver.get("nvidia_smi") or "", "library": driver.get("library") or ""},
@@ -560,9 +559,9 @@ def driver_plan(inputs: object, observed: object) -> dict:
     try:
         basics = driver_packages(inputs, observed)
     except KgnError:
-        if not adopt or platform_key(observed.get("os")) not in PLATFORMS:
+        if not adopt:
             raise
-        # the source and branch do not matter for a driver that is kept
+        # the source and branch do not matter for a driver that is kept (an unknown platform still raises)
         basics = driver_packages({**inputs, "source": "runfile"}, observed)
     key = basics["platform"]
     platform = PLATFORMS[key]
@@ -652,7 +651,7 @@ def driver_plan(inputs: object, observed: object) -> dict:
 
     files = []
     if adopt:
-        files = _adopt_plan(plan, driver, observed)
+        files = _adopt_plan(plan, driver, adopted_version, observed)
     elif source == "runfile":
         plan["runfile"] = runfile_plan(inputs, str(observed.get("runfile_installed") or ""))
         plan.update(target=plan["runfile"]["target"], installed=plan["runfile"]["installed"],

@@ -238,12 +238,15 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # noqa: E402
+    EXISTING,
     FILES,
     INITRAMFS_PATHS,
+    KERNEL_MODULES,
     KERNEL_PACKAGE,
     NVIDIA_SMI,
     PIN_GLOBS,
     RPM_STACK_GLOBS,
+    SOURCES,
     driver_packages,
     hold_changes,
     is_stack_package,
@@ -422,10 +425,13 @@ def nvml_library():
     found = []
     for pattern in NVML_GLOBS:
         for path in glob.glob(pattern):
-            version = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
-            if version and not os.path.islink(path):
-                found.append((tuple(int(x) for x in version.group(1).split(".")), path, version.group(1)))
-    return (max(found)[1], max(found)[2]) if found else ("", "")
+            match = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
+            if match and not os.path.islink(path):
+                found.append((tuple(int(x) for x in match.group(1).split(".")), path, match.group(1)))
+    if not found:
+        return "", ""
+    _, path, version = max(found)
+    return path, version
 
 
 def driver_state(module, family, stack, runfile_installed):
@@ -922,11 +928,11 @@ def _summary(run, reboot):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "source": {"type": "str", "default": "distro", "choices": ["distro", "cuda_repo", "runfile"]},
-            "existing": {"type": "str", "default": "auto", "choices": ["auto", "adopt", "install"]},
+            "source": {"type": "str", "default": "distro", "choices": list(SOURCES)},
+            "existing": {"type": "str", "default": "auto", "choices": list(EXISTING)},
             "branch": {"type": "str", "default": "535"},
             "version": {"type": "str", "default": ""},
-            "kernel_module": {"type": "str", "default": "proprietary", "choices": ["proprietary", "open"]},
+            "kernel_module": {"type": "str", "default": "proprietary", "choices": list(KERNEL_MODULES)},
             "hold": {"type": "bool", "default": True},
             "allow_upgrade": {"type": "bool", "default": False},
             "install_recommends": {"type": "bool", "default": False},
