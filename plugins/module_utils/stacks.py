@@ -585,6 +585,12 @@ def _device_plugin_images(daemonset):
     return images
 
 
+def advertising_nvidia_gpu(stacks):
+    """The chosen stacks whose device plugin advertises nvidia.com/gpu, as every NVIDIA device plugin does: only
+    they can meet another one (stack_conflicts), so the cluster is looked at only for them."""
+    return [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"]]
+
+
 def stack_conflicts(stacks, found):
     """The NVIDIA device plugins already in the cluster that this project did not deploy, for each chosen stack
     that advertises nvidia.com/gpu too (one GPU would be advertised twice); [] when no chosen stack does.
@@ -595,7 +601,7 @@ def stack_conflicts(stacks, found):
     with the device plugin on, and the device plugin DaemonSets they own), one per other device plugin DaemonSet;
     ``found`` names it (namespace/name, images, labels, owners), ``remove`` says how to take it away.
     """
-    wanting = [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"]]
+    wanting = advertising_nvidia_gpu(stacks)
     if not isinstance(found, dict):
         raise KgnError(f"stack_conflicts: found must be a mapping (daemonsets, cluster_policies), got {found!r}")
     operator = [f"ClusterPolicy {policy['name']}" for policy in found.get("cluster_policies") or []
@@ -639,7 +645,7 @@ def _adopted(p, api, assumed):
     adopt): ``[{stack, resource, found: [...]}]``. Refused (KgnError, nothing changed) when existing_device_plugin
     is refuse, when the cluster's DaemonSets could not be read, and when the adopted stack's sharing setting
     would not reach the adopted device plugin."""
-    if not api.get("reachable") or not any(NVIDIA_GPU in _CATALOG[s]["resources"] for s in p["stacks"]):
+    if not api.get("reachable") or not advertising_nvidia_gpu(p["stacks"]):
         return []  # nothing is applied, or no chosen stack advertises what another device plugin does
     components = api.get("components")
     if components is None:

@@ -113,7 +113,11 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import KUBECTL_ARGS, api_objects  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import MANAGED_BY, PRUNED_RESOURCES  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (  # noqa: E402
+    MANAGED_BY,
+    PRUNED_RESOURCES,
+    advertising_nvidia_gpu,
+)
 
 BACKUP = ".backup"
 SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
@@ -199,7 +203,8 @@ def observe(module, p, manifest_dir):
                 "api": {"reachable": None, "error": "apply is disabled (gpu_sharing_stacks_apply_enabled: false)"}}
     if p["apply"]:
         observed["api"] = read_api(module, p)
-        if observed["api"]["reachable"]:
+        # only a stack that advertises what every NVIDIA device plugin advertises can meet another one
+        if observed["api"]["reachable"] and advertising_nvidia_gpu(p["settings"].get("stacks")):
             observed["api"]["components"] = read_components(module, p)
     return observed
 
@@ -322,8 +327,10 @@ def main():
     inputs = dict(p["settings"], manifests=p["manifests"])
     rendering = bool(p["render_dir"])
     manifest_dir = str(inputs.get("manifest_dir") or "/etc/kubernetes/kube-gpu-nodes/stacks").rstrip("/")
-    observed = {} if rendering else observe(module, p, manifest_dir)
+    observed = {}
     try:
+        if not rendering:
+            observed = observe(module, p, manifest_dir)  # a bad stack list is refused like the plan's refusals
         plan = host_plan({"stacks": inputs}, {"stacks": observed})["stacks"]
     except KgnError as err:
         msg = str(err)

@@ -101,6 +101,22 @@ def test_apply_writes_applies_then_prunes_and_checks_the_api(setup):
     assert result["ansible_facts"]["kgn_observed_stacks"]["files"] == ["gpushare/extender-deployment.yml"]
 
 
+def test_the_cluster_is_not_searched_for_device_plugins_when_no_chosen_stack_advertises_nvidia_gpu(setup):
+    args, _, bin_dir = setup(_ready([answer(items(OLD_EXTENDER))], True),
+                             settings={"kubernetes_version": "1.30.4", "stacks": []}, manifests={})
+    result = run_module("k8s_manifests", args, check=True)
+    assert result["status"] == "CHANGED", result
+    argvs = [c["argv"] for c in calls(bin_dir)]
+    assert not [a for a in argvs if a[:2] in (["get", "daemonsets.apps"], ["get", "clusterpolicies.nvidia.com"])]
+
+
+def test_a_bad_stack_list_is_refused_without_a_traceback(setup):
+    args, _, _ = setup(_ready([answer(items())], True), settings={"kubernetes_version": "1.30.4",
+                                                                  "stacks": "nvidia_device_plugin"})
+    result = run_module("k8s_manifests", args, check=True)
+    assert result["status"] == "FAILED!" and "must be a list of stack names" in result["msg"], result
+
+
 def test_an_object_the_api_does_not_show_after_the_apply_fails_the_module(setup):
     listed = [answer(items()), answer(items())]
     args, _, _ = setup(_ready(listed, False))
