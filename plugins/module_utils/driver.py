@@ -334,6 +334,41 @@ def _missing_components(platform: dict, flavour: str, observed: dict, assumed: l
     return nvidia_apt_missing_components(listed, platform["suites"], platform["components"][flavour])
 
 
+def _source_uris(path: str, text: str) -> list:
+    """The URIs of the enabled deb entries of one apt source file (one-line .list or deb822 .sources)."""
+    uris = []
+    if path.endswith(".sources"):
+        for stanza in re.split(r"\n\s*\n", text):
+            fields = {}
+            for line in stanza.splitlines():
+                key, sep, value = line.partition(":")
+                if sep and not line.startswith(("#", " ", "\t")):
+                    fields[key.strip().lower()] = value.strip()
+            if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
+                uris += fields.get("uris", "").split()
+        return uris
+    for line in text.splitlines():
+        words = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()
+        if len(words) > 1 and words[0] == "deb":
+            uris.append(words[1])
+    return uris
+
+
+def foreign_cuda_source(sources: dict, url: str) -> str:
+    """The apt source file, not ours, that already enables the CUDA repository at ``url`` ("" when none).
+
+    NVIDIA's ``cuda-keyring`` package writes ``/etc/apt/sources.list.d/cuda-<distro>-<arch>.list`` signed by
+    ``/usr/share/keyrings/cuda-archive-keyring.gpg`` (NVIDIA's CUDA installation guide, "Network Repo
+    Installation for Ubuntu"). A second entry for the same URI with another ``Signed-By`` makes apt refuse every
+    source ("Conflicting values set for option Signed-By"), so the plan then uses that file instead of its own.
+    """
+    want = url.rstrip("/")
+    for path in sorted(sources or {}):
+        if path != FILES["cuda_sources"] and want in (u.rstrip("/") for u in _source_uris(path, sources[path] or "")):
+            return path
+    return ""
+
+
 def _distro_sources(missing: list, mirror: str, security_mirror: str, keyring: str) -> str:
     text = HEADER + ("# Only the components the NVIDIA driver needs that no other apt source enables; your own\n"
                      "# source files are left as they are.\n")
@@ -631,6 +666,8 @@ def driver_plan(inputs: object, observed: object) -> dict:
         "cuda_keyring": {"path": FILES["cuda_keyring"],
                          "wanted": family == "debian" and source == "cuda_repo",
                          "present": bool(observed.get("cuda_keyring"))},
+        # the apt source that enables the CUDA repository when it is not ours (e.g. the cuda-keyring package's)
+        "cuda_source_found": "",
         "dnf_module": dnf_module,
         "versionlock_patterns": list(platform.get("versionlock_patterns", [])),
         "initramfs": {
@@ -668,8 +705,12 @@ def driver_plan(inputs: object, observed: object) -> dict:
             files.append({"path": FILES["distro_sources"], "mode": "0644",
                           "content": _distro_sources(missing, plan["distro_mirror"], plan["distro_security_mirror"],
                                                      platform["keyring"]) if missing else None})
+            theirs = foreign_cuda_source(observed.get("apt_sources"), cuda_repo_url) if source == "cuda_repo" else ""
+            if theirs:
+                plan["cuda_source_found"] = theirs
+                plan["cuda_keyring"]["wanted"] = False
             files.append({"path": FILES["cuda_sources"], "mode": "0644",
-                          "content": _cuda_sources(cuda_repo_url) if source == "cuda_repo" else None})
+                          "content": _cuda_sources(cuda_repo_url) if source == "cuda_repo" and not theirs else None})
             files.append({"path": FILES["apt_pin"], "mode": "0644",
                           "content": _apt_pin(plan["target"]) if plan["hold"] else None})
         else:

@@ -633,8 +633,11 @@ class Run:
                     change.write(todo)
                 except change.ChangeFailed as err:
                     raise Failed(str(err)) from None
+            found = self.plan.get("cuda_source_found")
             for item in todo:
-                self.did(f"{'removed' if item.get('content') is None else 'wrote'} {item['path']}")
+                why = (f" ({found} already enables the CUDA repository: two entries with different keys would make "
+                       "apt refuse every source)" if found and item["path"] == FILES["cuda_sources"] else "")
+                self.did(f"{'removed' if item.get('content') is None else 'wrote'} {item['path']}{why}")
         return todo
 
     def replan(self):

@@ -842,3 +842,46 @@ def test_driver_state_finds_a_driver_by_its_nvml_library_alone(monkeypatch, tmp_
     # a package owning the library makes it ours
     fake = FakeModule({("dpkg-query", "-S"): (0, f"libnvidia-ml1:amd64: {lib}\n", "")}, tools=("dpkg-query",))
     assert mod.driver_state(fake, "debian", [], "")["owned"] is True
+
+
+# --- a CUDA repository source that is not ours (NVIDIA's cuda-keyring package, or written by hand) ------------
+
+CUDA_2204 = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64"
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    # what the cuda-keyring package installs
+    ("/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list",
+     f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {CUDA_2204}/ /\n"),
+    # the same without the trailing slash, as in some guides
+    ("/etc/apt/sources.list.d/cuda.list", f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {CUDA_2204} /\n"),
+    ("/etc/apt/sources.list.d/cuda.sources",
+     f"Types: deb\nURIs: {CUDA_2204}/\nSuites: /\nSigned-By: /usr/share/keyrings/cuda-archive-keyring.gpg\n"),
+])
+def test_cuda_repo_uses_the_source_already_on_the_node(path, text):
+    observed = node("Ubuntu-22", apt_sources={path: text}, files={kd.FILES["cuda_sources"]: "old"}, cuda_keyring=True)
+    result = kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "570"}, observed)
+    assert result["cuda_source_found"] == path
+    # ours goes (apt refuses two entries of one URI with different Signed-By), and so does our key
+    assert files(result)[kd.FILES["cuda_sources"]] is None
+    assert result["cuda_keyring"]["wanted"] is False
+
+
+@pytest.mark.parametrize("text", [
+    f"# deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {CUDA_2204}/ /\n",  # commented out
+    f"deb-src {CUDA_2204}/ /\n",  # sources only
+    f"Types: deb\nURIs: {CUDA_2204}/\nSuites: /\nEnabled: no\n",  # disabled stanza (in a .sources file below)
+    "deb https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/ /\n",  # another release
+])
+def test_cuda_repo_writes_its_own_source_when_none_enables_the_repository(text):
+    path = "/etc/apt/sources.list.d/x.sources" if text.startswith("Types") else "/etc/apt/sources.list.d/x.list"
+    result = kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "570"},
+                            node("Ubuntu-22", apt_sources={path: text}))
+    assert result["cuda_source_found"] == ""
+    assert f"URIs: {CUDA_2204}/\n" in files(result)[kd.FILES["cuda_sources"]]
+    assert result["cuda_keyring"]["wanted"] is True
+
+
+def test_our_own_cuda_source_is_not_taken_for_a_foreign_one():
+    ours = {kd.FILES["cuda_sources"]: f"Types: deb\nURIs: {CUDA_2204}/\nSuites: /\n"}
+    assert kd.foreign_cuda_source(ours, CUDA_2204) == ""
