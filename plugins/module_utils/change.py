@@ -10,6 +10,7 @@ controller side (render) share this file, so what is rendered is what is written
 
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -54,21 +55,69 @@ def diff(todo):
     ]
 
 
-def _write(path, content, mode):
+# SELinux (EL hosts): a file made with mkstemp and renamed over the old one would carry its folder's context,
+# not the old file's nor the one the policy gives its path; Ansible's own file modules keep the old context
+# or set the policy's default, and so does this.
+SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
+SELINUX_XATTR = "security.selinux"
+RESTORECON = ("/usr/sbin/restorecon", "/sbin/restorecon")
+
+
+def _selinux_context(path):
+    """The SELinux context of ``path`` as bytes, None when SELinux is off or the file has none."""
+    if not os.path.exists(SELINUX_ENFORCE):
+        return None
+    try:
+        return os.getxattr(path, SELINUX_XATTR)
+    except OSError:
+        return None
+
+
+def _restorecon(path):
+    """Set the policy's default context of a new file (restorecon from policycoreutils, on every SELinux host).
+    A failure leaves the folder's context, which the file had anyway: not worth failing a change for."""
+    for tool in RESTORECON:
+        if os.path.exists(tool):
+            subprocess.call([tool, path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return
+
+
+def replace(temp, path):
+    """Rename the finished file ``temp`` over ``path`` with the SELinux context ``path`` had, or, for a new file
+    on an SELinux host, the policy's default for ``path``."""
+    context = _selinux_context(path)
+    if context:
+        os.setxattr(temp, SELINUX_XATTR, context)
+    os.replace(temp, path)
+    if context is None and os.path.exists(SELINUX_ENFORCE):
+        _restorecon(path)
+
+
+def write_file(path, data, mode):
+    """Write ``data`` (text or bytes) to ``path`` atomically: a temporary file in the same folder, synced, given
+    ``mode`` and the old file's SELinux context, then renamed over it (a full disk or a crash leaves the old file)."""
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o755, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=".kgn-", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(content)
+        if isinstance(data, bytes):
+            handle = os.fdopen(fd, "wb")
+        else:
+            handle = os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape")
+        with handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, int(str(mode), 8))
-        os.replace(temp, path)
+        os.chmod(temp, int(str(mode), 8) if isinstance(mode, str) else mode)
+        replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
             os.unlink(temp)
         raise
+
+
+def _write(path, content, mode):
+    write_file(path, content, mode)
 
 
 def validate(module, change):

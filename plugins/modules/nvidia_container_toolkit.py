@@ -318,20 +318,7 @@ def checked_key(module, gpg, url, pin):
 
 
 def write_bytes(path, data, mode=0o644):
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o755, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".kgn-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
+    change.write_file(path, data, mode)
 
 
 def read_bytes(path):
@@ -350,7 +337,7 @@ def dearmor(gpg, key_path, keyring):
             os.unlink(temp)
         raise Failed(f"gpg --dearmor {key_path} failed: {_words(out, err)}")
     os.chmod(temp, 0o644)
-    os.replace(temp, keyring)
+    change.replace(temp, keyring)
 
 
 def run_ok(module, argv, what, timeout=900):

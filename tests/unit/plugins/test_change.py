@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 from pathlib import Path
@@ -126,3 +127,71 @@ def test_a_lock_held_too_long_names_its_holder(tmp_path):
     held, other = host.NodeLock("container_runtime", path=lock), host.NodeLock("other", timeout=0, path=lock)
     with held, pytest.raises(TimeoutError, match="container_runtime, pid"), other:
         pass
+
+
+# --- SELinux contexts (EL hosts): no SELinux kernel here, so the kernel's side is stood in for ---------------
+
+class FakeSelinux:
+    """The kernel's security.selinux attribute, per path, and a restorecon that records what it labels."""
+
+    def __init__(self, monkeypatch, tmp_path):
+        self.contexts, self.restored = {}, []
+        enforce = tmp_path / "enforce"
+        enforce.write_text("1\n")
+        tool = tmp_path / "restorecon"
+        tool.write_text(f"#!/bin/sh\necho \"$1\" >> {tmp_path / 'restored'}\n")
+        tool.chmod(0o755)
+        self.log = tmp_path / "restored"
+        monkeypatch.setattr(change, "SELINUX_ENFORCE", str(enforce))
+        monkeypatch.setattr(change, "RESTORECON", (str(tool),))
+        monkeypatch.setattr(change.os, "getxattr", self.get)
+        monkeypatch.setattr(change.os, "setxattr", self.set)
+        real_replace = os.replace
+
+        def replace(src, dst):  # a rename carries the inode's attributes along
+            real_replace(src, dst)
+            if str(src) in self.contexts:
+                self.contexts[str(dst)] = self.contexts.pop(str(src))
+            else:  # the folder's context, as the kernel gives a file made in it
+                self.contexts[str(dst)] = b"system_u:object_r:etc_t:s0"
+        monkeypatch.setattr(change.os, "replace", replace)
+
+    def get(self, path, name):
+        assert name == "security.selinux"
+        if str(path) not in self.contexts:
+            raise OSError(61, "No data available")
+        return self.contexts[str(path)]
+
+    def set(self, path, name, value):
+        assert name == "security.selinux"
+        self.contexts[str(path)] = value
+
+
+def test_a_replaced_file_keeps_its_selinux_context(tmp_path, monkeypatch):
+    selinux = FakeSelinux(monkeypatch, tmp_path)
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text("{}\n")
+    selinux.contexts[str(daemon)] = b"system_u:object_r:container_config_t:s0"
+    change.write(change.pending([{"path": str(daemon), "content": '{"a": 1}\n'}]))
+    assert daemon.read_text() == '{"a": 1}\n'
+    assert selinux.contexts[str(daemon)] == b"system_u:object_r:container_config_t:s0"
+    assert not selinux.log.exists()  # restorecon is for new files only
+
+
+def test_a_new_file_gets_the_policy_default_context(tmp_path, monkeypatch):
+    selinux = FakeSelinux(monkeypatch, tmp_path)
+    repo = tmp_path / "yum.repos.d" / "kgn-cuda.repo"
+    change.write_file(str(repo), b"[kgn-cuda]\n", 0o644)
+    assert repo.read_bytes() == b"[kgn-cuda]\n"
+    assert selinux.log.read_text() == f"{repo}\n"
+
+
+def test_without_selinux_no_context_is_read_or_set(tmp_path, monkeypatch):
+    monkeypatch.setattr(change, "SELINUX_ENFORCE", str(tmp_path / "absent"))
+
+    def refuse(*_args):
+        raise AssertionError("no SELinux: the security.selinux attribute must not be touched")
+    monkeypatch.setattr(change.os, "getxattr", refuse)
+    monkeypatch.setattr(change.os, "setxattr", refuse)
+    change.write_file(str(tmp_path / "f"), "x\n", "0600")
+    assert (tmp_path / "f").read_text() == "x\n" and oct((tmp_path / "f").stat().st_mode & 0o777) == "0o600"

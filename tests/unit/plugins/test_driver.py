@@ -854,7 +854,8 @@ CUDA_2204 = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204
     ("/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list",
      f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {CUDA_2204}/ /\n"),
     # the same without the trailing slash, as in some guides
-    ("/etc/apt/sources.list.d/cuda.list", f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {CUDA_2204} /\n"),
+    ("/etc/apt/sources.list.d/cuda.list",
+     f"deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {CUDA_2204} /\n"),
     ("/etc/apt/sources.list.d/cuda.sources",
      f"Types: deb\nURIs: {CUDA_2204}/\nSuites: /\nSigned-By: /usr/share/keyrings/cuda-archive-keyring.gpg\n"),
 ])
