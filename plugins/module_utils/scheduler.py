@@ -130,8 +130,11 @@ def _merge_extenders(kept: "list[dict]", new: "list[dict]") -> "list[dict]":
 
 
 def scheduler_config(kubernetes_version: object, extenders: object, kubeconfig: object = None,
-                         existing: object = None, in_cluster: object = False) -> dict:
+                         existing: object = None, in_cluster: object = False, replace_resources: object = None) -> dict:
     """Build the complete kube-scheduler config document for a Kubernetes version.
+
+    ``replace_resources``: extended resource names whose extenders in ``existing`` the caller replaces (the
+    GPU-sharing stacks' extenders of an earlier run): those are left out, ``extenders`` stand in their place.
 
     ``in_cluster=True`` is for a kube-scheduler running as a pod (a second scheduler on a managed control
     plane): kubeconfig must then be empty, and the document has no clientConnection.kubeconfig, so
@@ -168,8 +171,11 @@ def scheduler_config(kubernetes_version: object, extenders: object, kubeconfig: 
         raise _fail(f"scheduler_config: existing must be the parsed current config (a mapping, e.g. from "
                     f"from_yaml/from_json) or omitted, got {type(existing).__name__}")
 
+    if replace_resources is not None and not isinstance(replace_resources, (list, tuple, set)):
+        raise _fail(f"scheduler_config: replace_resources must be a list of resource names, got {replace_resources!r}")
     try:
-        document, merged, spelling = _document(minor, new, kubeconfig, existing, in_cluster)
+        document, merged, spelling = _document(minor, new, kubeconfig, existing, in_cluster,
+                                               set(replace_resources or ()))
     except SchedulerConfigError as err:
         raise _fail(str(err)) from None
     try:
@@ -181,12 +187,18 @@ def scheduler_config(kubernetes_version: object, extenders: object, kubeconfig: 
     return _plain(document)
 
 
+def managed_names(extender: dict) -> set:
+    """The extended resource names an extender (internal form) manages."""
+    return {r["name"] for r in extender.get("managedResources") or []}
+
+
 def _document(minor: int, new: "list[dict]", kubeconfig: object, existing: "dict | None",
-              in_cluster: bool = False) -> "tuple[dict, list, str]":
+              in_cluster: bool = False, replaced: "set | None" = None) -> "tuple[dict, list, str]":
     """The document without extenders, the merged extenders and their spelling."""
     target = _target_api(minor)
     source = classify(existing) if existing is not None else None
     kept = existing_extenders(existing, source) if existing is not None else []
+    kept = [e for e in kept if not managed_names(e) & (replaced or set())]
 
     if target == "policy":
         if source not in (None, "policy"):

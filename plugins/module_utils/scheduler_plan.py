@@ -31,9 +31,11 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlai
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import (
     CONFIG_PATH,
     POLICY_PATH,
+    managed_names,
     scheduler_config,
     scheduler_variant,
 )
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_api import classify, existing_extenders
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (
     CHECKSUM_ANNOTATION,
     CONFIG_FLAGS,
@@ -427,6 +429,44 @@ def _extenders(inputs: dict, observed: dict, assumed: list, rendering: bool) -> 
     return urls, extenders
 
 
+def _gpu_resources() -> dict:
+    """Every GPU resource a stack of the catalog advertises or has its extender manage -> the stack's name."""
+    found = {}
+    for name, entry in stack_catalog().items():
+        extender = entry["extender"] or {}
+        for resource in [*entry["resources"], *(r["name"] for r in extender.get("managed_resources") or [])]:
+            found.setdefault(resource, name)
+    return found
+
+
+def _stack_extenders_to_replace(existing: object, existing_path: str, extenders: list) -> list:
+    """The GPU resources whose extenders in the scheduler's current config this run replaces. Raises KgnError for a
+    GPU-sharing extender this project did not write and is not asked to manage (another tool's, or one configured
+    by hand): two GPU schedulers would hand out the same GPUs."""
+    gpu = _gpu_resources()
+    if not isinstance(existing, dict):
+        return sorted(gpu)
+    try:
+        found = existing_extenders(existing, classify(existing))
+    except KgnError:
+        return sorted(gpu)  # scheduler_config names what is wrong with the file
+    chosen = {r["name"] for e in extenders for r in e.get("managed_resources") or []}
+    ours = existing_path in PROJECT_PATHS
+    for extender in found:
+        names = managed_names(extender) & set(gpu)
+        if not names or ours or managed_names(extender) <= chosen:
+            continue  # not a GPU scheduler; ours from an earlier run; or the stack this run now manages
+        stacks = sorted({gpu[n] for n in names})
+        raise KgnError(
+            f"kube-scheduler's config {existing_path} already has the extender {extender.get('urlPrefix')} for "
+            f"{', '.join(sorted(managed_names(extender)))} (the {' / '.join(stacks)} stack's resources), which "
+            f"kube-gpu-nodes did not configure; two GPU schedulers would hand out the same GPUs. Choose one: add "
+            f"{' or '.join(stacks)} to gpu_sharing_stacks so that this project manages that extender (it replaces the "
+            f"entry), remove the entry from {existing_path} and run again, or leave the stacks that need an extender "
+            f"out of gpu_sharing_stacks (the scheduler is then left alone)")
+    return sorted(gpu)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Patch and unpatch
 
@@ -624,7 +664,8 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     existing_path = _config_path(current["argv"])
     existing_text = files.get(existing_path) if existing_path else None
     existing = yaml_load(existing_text, f"the scheduler's current config {existing_path}") if existing_text else None
-    document = scheduler_config(version, extenders, kubeconfig, existing or None)
+    replaced = _stack_extenders_to_replace(existing, existing_path, extenders)
+    document = scheduler_config(version, extenders, kubeconfig, existing or None, replace_resources=replaced)
     text = config_text(document, variant)
     config = {"path": variant["path"], "content": text, "mode": "0644"}
     if style == "kubeadm":

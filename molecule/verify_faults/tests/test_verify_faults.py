@@ -203,3 +203,20 @@ def test_the_upgrade_playbook_refuses_the_adopted_driver_and_does_not_cordon():
     assert done.returncode != 0, out[-3000:]
     assert "that no package of ours owns" in out and "site.yml adopts it (keeps it as it is)" in out, out[-3000:]
     assert "Cordon the node" not in out
+
+
+def test_cuda_is_checked_against_the_adopted_driver():
+    """No kernel module here, so nvidia-smi cannot answer: the CUDA check must use the version the driver module
+    recorded for the adopted driver (550 cannot run CUDA 13.0, which needs 580 or later)."""
+    import subprocess
+
+    top = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+    done = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "playbooks/nvidia_driver.yml",
+         "--limit", CONTAINERD, "-e", "cuda_toolkit_enabled=true", "-e", "cuda_toolkit_version=13.0"],
+        cwd=top, capture_output=True, text=True, timeout=600, check=False,
+    )
+    out = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0, out[-3000:]
+    assert "cuda_toolkit_version=13.0 does not fit the installed driver" in out, out[-3000:]
+    assert "No NVIDIA driver found" not in out, out[-3000:]

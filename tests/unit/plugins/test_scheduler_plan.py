@@ -463,3 +463,48 @@ def test_a_damaged_current_config_is_refused_and_named(damage, said):
                                 files={mine: damage.decode("utf-8", "replace")})
     with pytest.raises(KgnError, match=f"the scheduler's current config {mine} {said}.*left as it is"):
         plan_of(inputs(), observed)
+
+
+# --- GPU-sharing extenders already in the scheduler's config -----------------------------------------------------
+def users_config_with(url, resource):
+    return USER_CONFIG.replace("- urlPrefix: http://10.0.0.9:8888/mine\n  filterVerb: filter\n",
+                               f"- urlPrefix: {url}\n  filterVerb: filter\n  bindVerb: bind\n"
+                               f"  managedResources:\n  - name: {resource}\n")
+
+
+@pytest.mark.parametrize("style", ["kubeadm", "systemd"])
+def test_switching_stacks_replaces_the_extender_of_the_earlier_run(style):
+    observed = kubeadm_observed() if style == "kubeadm" else systemd_observed()
+    gpushare_run = applied(observed, plan_of(inputs(kubernetes_version="1.23.1"), observed))
+    switched = plan_of(inputs(kubernetes_version="1.23.1", stacks=["nano_gpu"]), gpushare_run)
+    doc = yaml.safe_load(switched["files"][0]["content"])
+    assert [e["managedResources"][0]["name"] for e in doc["extenders"]] == ["nano-gpu/gpu-percent"]
+
+
+def test_a_hand_made_extender_of_the_chosen_stack_is_replaced_by_ours():
+    mine = "/etc/kubernetes/my-scheduler.yaml"
+    text = users_config_with("http://10.0.0.9:12345/gpushare-scheduler", "aliyun.com/gpu-mem")
+    plan = plan_of(inputs(), kubeadm_observed(kubeadm_text(extra=[f"--config={mine}"]), files={mine: text}))
+    doc = yaml.safe_load(plan["files"][0]["content"])
+    assert [e["urlPrefix"] for e in doc["extenders"]] == [f"http://{NODE_IP}:32766/gpushare-scheduler"]
+    assert doc["profiles"][0]["plugins"]["score"]["disabled"] == [{"name": "ImageLocality"}]  # the rest is kept
+
+
+def test_another_gpu_sharing_extender_in_the_users_config_is_refused_with_the_choices():
+    mine = "/etc/kubernetes/my-scheduler.yaml"
+    text = users_config_with("http://10.0.0.9:39999/scheduler", "nano-gpu/gpu-percent")
+    with pytest.raises(KgnError) as err:
+        plan_of(inputs(), kubeadm_observed(kubeadm_text(extra=[f"--config={mine}"]), files={mine: text}))
+    said = str(err.value)
+    assert f"config {mine} already has the extender http://10.0.0.9:39999/scheduler for nano-gpu/gpu-percent" in said
+    assert "(the nano_gpu stack's resources), which kube-gpu-nodes did not configure" in said
+    assert "add nano_gpu to gpu_sharing_stacks" in said and f"remove the entry from {mine}" in said
+    assert said.endswith("(the scheduler is then left alone)")  # the module adds "Nothing was changed."
+
+
+def test_an_extender_for_other_resources_is_kept_beside_ours():
+    mine = "/etc/kubernetes/my-scheduler.yaml"
+    text = users_config_with("http://10.0.0.9:8080/fpga", "example.com/fpga").replace("  bindVerb: bind\n", "")
+    plan = plan_of(inputs(), kubeadm_observed(kubeadm_text(extra=[f"--config={mine}"]), files={mine: text}))
+    assert [e["urlPrefix"] for e in yaml.safe_load(plan["files"][0]["content"])["extenders"]] == [
+        "http://10.0.0.9:8080/fpga", f"http://{NODE_IP}:32766/gpushare-scheduler"]
