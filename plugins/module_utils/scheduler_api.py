@@ -91,6 +91,8 @@ EXTENSION_POINTS = {
 }
 PREENQUEUE_FIRST_MINOR = 26  # preEnqueue extension point (pod scheduling readiness) in v1beta3/v1 from 1.26
 PROFILE_PERCENTAGE_FIRST_MINOR = 26  # profiles[].percentageOfNodesToScore in v1 from 1.26 [KS-1.26]
+# Top-level v1 fields added after 1.25, by the first minor that reads them.
+V1_ADDED = {"delayCacheUntilActive": 36}  # [KS-1.36]
 
 POLICY_TOP_LEVEL = ("kind", "apiVersion", "predicates", "priorities", "extenders", "hardPodAffinitySymmetricWeight",
                     "alwaysCheckAllPredicates")
@@ -236,7 +238,7 @@ def carry_config(doc: dict, source: str, target: str, minor: int) -> dict:
                         "expected a mapping such as {kubeconfig: /etc/kubernetes/scheduler.conf}")
         if key == "profiles":
             carried[key] = _convert_profiles(value, source, target, minor)
-        elif key in TOP_LEVEL[target]:
+        elif key in TOP_LEVEL[target] or (target == "v1" and minor >= V1_ADDED.get(key, 999)):
             carried[key] = value
         elif key in DROPPED_ON_UPGRADE:
             continue  # no effect since 1.23; serving is set by --bind-address/--secure-port

@@ -12,8 +12,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 _VERSION_RE = re.compile(r"^v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?P<suffix>[-+][0-9A-Za-z.+-]+)?$")
 ACCEPTED = "a version string such as '1.23', '1.23.1', 'v1.23.1', '1.23.1-eks-abc' or '1.27.3+k3s1'"
 # The Kubernetes releases this project plans for (docs/versions.md): 1.16 is the first with apps/v1,
-# apiextensions.k8s.io/v1 and the scheduler's v1alpha2 config; 1.35 the newest in the version tables.
-KUBERNETES_SUPPORTED = ((1, 16), (1, 35))
+# apiextensions.k8s.io/v1 and the scheduler's v1alpha2 config; 1.36 the newest in the version tables.
+KUBERNETES_SUPPORTED = ((1, 16), (1, 36))
 
 
 class VersionError(KgnError):

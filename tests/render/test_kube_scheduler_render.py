@@ -1,7 +1,7 @@
 """Render path of kube_scheduler_extender (kube_scheduler_extender_render_dir set): the kgn.gpu_nodes.kube_scheduler
 module plans without contacting the host and writes what apply would write.
 
-One host per Kubernetes minor in VERSIONS (1.16 to 1.35), half kubeadm and half systemd, with the gpushare extender
+One host per Kubernetes minor in VERSIONS (1.16 to 1.36), half kubeadm and half systemd, with the gpushare extender
 (the reference clusters' values), rendered from inventory data alone (the installers' own layouts, said in
 plan.assumed): the config is the filter's document, valid under the strict schema of its apiVersion
 (tests/schemas/kube-scheduler), and the patch (manifest or drop-in) sets the variant's flag once. Hosts with a
@@ -38,6 +38,7 @@ VERSIONS = [
     "1.29.14",
     "1.31.8",
     "1.35.4",
+    "1.36.0",
 ]
 NODE_IP = "192.168.233.101"  # the kubeasz reference cluster's node
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"

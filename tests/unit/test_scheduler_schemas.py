@@ -1,6 +1,6 @@
 """Rendered kube-scheduler configs against strict per-apiVersion JSON Schemas (tests/schemas/kube-scheduler/).
 
-For every Kubernetes minor 1.16-1.35 the config with one gpushare extender (the reference clusters' values) is
+For every Kubernetes minor 1.16-1.36 the config with one gpushare extender (the reference clusters' values) is
 rendered by scheduler_config, serialized the way the role writes it (JSON for a Policy, YAML otherwise), parsed
 back and validated. The schemas set additionalProperties false everywhere, so unknown and mis-cased keys fail.
 """
@@ -30,7 +30,7 @@ SCHEMA_FOR_MINOR = {
     22: "v1beta2.json",
     23: "v1beta3.json",
     24: "v1beta3.json",
-    **{m: "v1.json" for m in range(25, 36)},
+    **{m: "v1.json" for m in range(25, 37)},
 }
 GPUSHARE = {
     "url_prefix": "http://192.168.233.101:32766/gpushare-scheduler",

@@ -49,7 +49,7 @@ def test_docker_package_rejects_bad_versions(bad):
 
 
 # --- B4: dockershim ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("minor", range(16, 36))
+@pytest.mark.parametrize("minor", range(16, 37))
 def test_dockershim_available_below_1_24(minor):
     assert kr.dockershim_available(f"1.{minor}.0") is (minor < 24)
 

@@ -37,7 +37,7 @@ EXPECTED = {
     26: ("v1", ["v1beta2", "v1beta3", "v1"]),
     27: ("v1", ["v1beta2", "v1beta3", "v1"]),
     28: ("v1", ["v1beta3", "v1"]),
-    **{m: ("v1", ["v1"]) for m in range(29, 36)},
+    **{m: ("v1", ["v1"]) for m in range(29, 37)},
 }
 
 # The kubeasz reference cluster (docs/field-notes.md): Kubernetes 1.23.1, a v1beta2 file.
@@ -140,9 +140,9 @@ def test_variant_returns_plain_types_only():
     assert all(walk(variant(f"1.{m}")) for m in EXPECTED)
 
 
-@pytest.mark.parametrize("given", ["1.15.12", "1.12", "1.36.0", "2.0", "0.9"])
+@pytest.mark.parametrize("given", ["1.15.12", "1.12", "1.37.0", "2.0", "0.9"])
 def test_variant_outside_supported_range_names_the_range(given):
-    with pytest.raises(AnsibleFilterError, match=r"outside the supported range 1\.16-1\.35"):
+    with pytest.raises(AnsibleFilterError, match=r"outside the supported range 1\.16-1\.36"):
         variant(given)
 
 
@@ -488,7 +488,7 @@ def test_binder_in_existing_plus_new_binder_is_refused():
         config("1.23", [gpushare()], "/k", existing)
 
 
-@pytest.mark.parametrize("given", ["1.15", "1.36", "latest"])
+@pytest.mark.parametrize("given", ["1.15", "1.37", "latest"])
 def test_config_checks_the_version_first(given):
     with pytest.raises(AnsibleFilterError, match="scheduler_variant"):
         config(given, [gpushare()], "/k")
@@ -521,3 +521,14 @@ def test_in_cluster_drops_only_the_kubeconfig_of_an_existing_connection():
 def test_in_cluster_refuses_a_kubeconfig_a_policy_version_and_a_non_bool(args, message):
     with pytest.raises(AnsibleFilterError, match=message):
         config(*args)
+
+
+@pytest.mark.parametrize(("version", "kept"), [("1.36.0", True), ("1.35.4", False)])
+def test_delay_cache_until_active_is_carried_from_1_36_only(version, kept):
+    existing = {"apiVersion": f"{G}/v1", "kind": "KubeSchedulerConfiguration", "delayCacheUntilActive": True,
+                "clientConnection": {"kubeconfig": "/etc/kubernetes/scheduler.conf"}}
+    if kept:
+        assert config(version, [], None, existing)["delayCacheUntilActive"] is True
+    else:
+        with pytest.raises(AnsibleFilterError, match=r"sets 'delayCacheUntilActive', which .*1\.35\) does not have"):
+            config(version, [], None, existing)

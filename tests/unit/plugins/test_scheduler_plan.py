@@ -1,4 +1,4 @@
-"""scheduler_plan: the kube-scheduler section of the host plan, over every Kubernetes minor 1.16-1.35 and both
+"""scheduler_plan: the kube-scheduler section of the host plan, over every Kubernetes minor 1.16-1.36 and both
 install styles, the removal when no extender is needed, the user's own config kept, the health URL from flags."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
 
 plan_of = scheduler_plan.scheduler_plan
 
-MINORS = list(range(16, 36))
+MINORS = list(range(16, 37))
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
 POLICY = "/etc/kubernetes/scheduler-policy-config.json"
 MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
