@@ -36,7 +36,7 @@ def run_site(*extra: str) -> subprocess.CompletedProcess:
         ("kubernetes_version=1.99.0", ["kubernetes_version", "1.99"]),
         ("container_runtime=podman", ["container_runtime is 'podman'", "auto, docker, containerd, crio"]),
         ("kube_scheduler_style=static", ["kube_scheduler_style is 'static'", "auto, kubeadm, systemd"]),
-        ('{"gpu_sharing_stacks": ["gpushare", "hami"]}', ["unknown stack(s) 'hami'", "gpushare"]),
+        ('{"gpu_sharing_stacks": ["gpushare", "hamy"]}', ["unknown stack(s) 'hamy'", "gpushare"]),
         ('{"gpu_sharing_stacks": null}', ["gpu_sharing_stacks is empty", "write []"]),
         ("kubernetes_verison=1.23.1", ["kubernetes_verison is not a variable", "did you mean kubernetes_version"]),
         ("nvidia_container_runtime_enigne=docker", ["did you mean nvidia_container_runtime_engine"]),

@@ -338,7 +338,7 @@ def test_a_node_whose_gpus_cannot_run_its_stacks_is_refused_alone():
     ({"require_gpu": "yes"}, "require_gpu must be true or false"),
     ({"extra": {"team": 1}}, "not a valid label value"),
     ({"colour": "red"}, "unknown node setting"),
-    ({"stacks": ["hami"]}, "unknown stack"),
+    ({"stacks": ["hamy"]}, "unknown stack"),
 ])
 def test_bad_settings_refuse_that_node_with_the_fix(settings, message):
     entry = labels_plan({"nodes": {"gpu1": {"gpu_facts": T4, **settings}}}, _api(gpu1={}))["nodes"]["gpu1"]
