@@ -285,11 +285,11 @@ def test_elastic_gpu_has_four_crds_and_the_reference_agent_placement(rendered):
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in agent["tolerations"]
 
 
-def _in_cluster_scheduler_schema() -> dict:
-    """tests/schemas/kube-scheduler/v1.json, except that clientConnection may be absent: an in-cluster
+def _in_cluster_scheduler_schema(name: str = "v1") -> dict:
+    """tests/schemas/kube-scheduler/<name>.json, except that clientConnection may be absent: an in-cluster
     kube-scheduler has no kubeconfig (client-go uses the pod's service account); everything else stays strict."""
-    schema = json.loads((TOP / "tests" / "schemas" / "kube-scheduler" / "v1.json").read_text())
-    schema["required"] = [r for r in schema["required"] if r != "clientConnection"]
+    schema = json.loads((TOP / "tests" / "schemas" / "kube-scheduler" / f"{name}.json").read_text())
+    schema["required"] = [r for r in schema.get("required", []) if r != "clientConnection"]
     return schema
 
 
@@ -381,6 +381,8 @@ def test_hamis_scheduler_config_is_the_variant_its_kubernetes_version_reads(rend
         assert config["profiles"] == [{"schedulerName": "hami-scheduler"}] and "clientConnection" not in config
         assert config["leaderElection"]["resourceName"] == "hami-scheduler"
     assert (config["apiVersion"], config["kind"]) == (variant["api_version"], variant["kind"])
+    schema = "policy-v1" if variant["format"] == "policy" else variant["api_version"].rsplit("/", 1)[1]
+    jsonschema.Draft202012Validator(_in_cluster_scheduler_schema(schema)).validate(config)  # strict per apiVersion
     [extender] = config["extenders"]
     assert extender["urlPrefix"] == "https://127.0.0.1:443" and extender[enable_https] is True
     assert (extender["filterVerb"], extender["bindVerb"], extender["httpTimeout"]) == ("filter", "bind", timeout)
