@@ -127,6 +127,7 @@ def test_node_without_gpu_gets_no_stack_labels():
         ("gpushare", {"gpushare": "true"}),
         ("nano_gpu", {"nano-gpu": "true"}),
         ("elastic_gpu", {"gpu-node": "true"}),
+        ("hami", {"gpu": "on"}),  # HAMi's README: without gpu=on its scheduler does not manage the node
         (
             "nvidia_device_plugin",
             {

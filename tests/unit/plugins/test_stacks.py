@@ -598,3 +598,18 @@ def test_hami_cannot_adopt_another_device_plugin():
                             for m in _hami("1.30.4")["manifests"]}}
     with pytest.raises(KgnError, match=re.escape("cannot stand in for HAMi's device plugin")):
         stacks_plan(inputs, _found([OKE_PLUGIN]))
+
+
+def test_taking_hami_out_removes_its_webhook_first_and_its_jobs_with_the_workloads():
+    live = [_live("ClusterRole", "hami-scheduler", "", "rbac.authorization.k8s.io", "hami"),
+            _live("Job", "hami-admission-create", group="batch", stack="hami"),
+            _live("DaemonSet", "hami-device-plugin", stack="hami"),
+            _live("Deployment", "hami-scheduler", stack="hami"),
+            _live("MutatingWebhookConfiguration", "hami-webhook", "", "admissionregistration.k8s.io", "hami")]
+    plan = stacks_plan(DP, {"files": [DP_FILE, "hami/webhook.yml"],
+                            "api": {"reachable": True, "objects": live, "custom_objects": {}}})
+    assert [(o["kind"], o["name"]) for o in plan["prune"]] == [
+        ("MutatingWebhookConfiguration", "hami-webhook"),  # no new pod is sent to a scheduler going away
+        ("Deployment", "hami-scheduler"), ("Job", "hami-admission-create"), ("DaemonSet", "hami-device-plugin"),
+        ("ClusterRole", "hami-scheduler")]
+    assert plan["remove_files"] == [f"{DIR}/hami/webhook.yml"]
