@@ -549,7 +549,7 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
     if variant["format"] == "policy":
         config = scheduler.scheduler_config(version, extenders)
         config_file = "config.json"
-        command = ["kube-scheduler", f"--policy-config-file={SECONDARY_CONFIG_DIR}/{config_file}",
+        command = ["/usr/local/bin/kube-scheduler", f"--policy-config-file={SECONDARY_CONFIG_DIR}/{config_file}",
                    f"--scheduler-name={name}", "--leader-elect=true", "--leader-elect-resource-lock=leases",
                    f"--leader-elect-resource-name={name}", f"--leader-elect-resource-namespace={p['namespace']}"]
     else:
