@@ -5,6 +5,7 @@ Filters (documentation: the sidecar ``<filter>.yml`` files):
   diagnose        checks + the diagnosis catalog -> the same checks with known causes and fixes
   verify_verdict  checks -> ok / degraded / failed
   verify_daemonsets  DaemonSet objects from the API -> [{name, namespace, args, desired, ready}]
+  verify_own_schedulers  Deployments and MutatingWebhookConfigurations from the API -> {deployments, webhooks}
   verify_observed / verify_expected  the recorded states, the probe and the API -> what the checks read
                                      (plugins/module_utils/verify.py)
 
@@ -50,6 +51,9 @@ TITLES = {
     "scheduler_health": "kube-scheduler healthy",
     "extender_reachable": "scheduler extender reachable at its URL",
     "stack_args": "GPU-sharing stack deployed with the required arguments",
+    "node_annotations": "the stack's device plugin registered the node's GPUs (node annotation)",
+    "own_scheduler_ready": "the stack's own scheduler ready (its extender answers)",
+    "webhook_registered": "the stack's mutating webhook registered with its CA",
 }
 
 
@@ -287,6 +291,18 @@ def _api_checks(api, expected, gpu_present, runtime_failed):
         checks.append(_check("allocatable", "failed", f"allocatable has no {', '.join(zero)}", **evidence))
     else:
         checks.append(_check("allocatable", "ok", ", ".join(f"{r}={allocatable[r]}" for r in resources), **evidence))
+    wanted = expected.get("node_annotations") or []
+    if wanted:
+        annotations = node.get("annotations") or {}
+        absent = [a for a in wanted if not str(annotations.get(a) or "").strip()]
+        evidence = {"annotations": wanted, "absent": absent, "node_name": name, "labels_missing": bool(missing),
+                    "sizes": {a: len(str(annotations.get(a) or "")) for a in wanted}}
+        if not gpu_present:
+            checks.append(_check("node_annotations", "skipped", NO_GPU, **evidence))
+        elif absent:
+            checks.append(_check("node_annotations", "failed", f"node {name} has no {', '.join(absent)}", **evidence))
+        else:
+            checks.append(_check("node_annotations", "ok", f"{', '.join(wanted)} present", **evidence))
     return checks
 
 
@@ -390,6 +406,48 @@ def _stack_checks(api, expected):
     return checks
 
 
+def _own_scheduler_checks(api, expected):
+    """A stack's own scheduler Deployment (ready = its extender's readiness probe answers) and its webhook."""
+    wanted = expected.get("own_schedulers") or []
+    if not wanted:
+        return []
+    if not api or not api.get("reachable"):
+        reason = (api or {}).get("error") or ""
+        return [_check(c, "skipped", NO_API, reason=reason) for c in ("own_scheduler_ready", "webhook_registered")]
+    checks = []
+    deployments = {d.get("name"): d for d in api.get("deployments") or []}
+    webhooks = {w.get("name"): w for w in api.get("webhooks") or []}
+    for want in wanted:
+        found = deployments.get(want.get("deployment"))
+        evidence = {"stack": want.get("stack"), "deployment": want.get("deployment"), "deployed": found is not None,
+                    "namespace": (found or {}).get("namespace") or "", "desired": (found or {}).get("desired", 0),
+                    "ready": (found or {}).get("ready", 0)}
+        if found is None:
+            checks.append(_check("own_scheduler_ready", "failed", f"Deployment {want.get('deployment')} not deployed",
+                                 **evidence))
+        elif evidence["ready"] >= 1:
+            checks.append(_check("own_scheduler_ready", "ok", f"{evidence['namespace']}/{want.get('deployment')} "
+                                 f"{evidence['ready']}/{evidence['desired']} ready", **evidence))
+        else:
+            checks.append(_check("own_scheduler_ready", "failed", f"{evidence['namespace']}/{want.get('deployment')} "
+                                 f"0/{evidence['desired']} ready", **evidence))
+        hook = webhooks.get(want.get("webhook"))
+        entries = (hook or {}).get("webhooks") or []
+        evidence = {"stack": want.get("stack"), "webhook": want.get("webhook"), "registered": hook is not None,
+                    "ca_bundle": bool(entries) and all(e.get("ca_bundle") for e in entries),
+                    "services": [e.get("service") for e in entries]}
+        if hook is None:
+            checks.append(_check("webhook_registered", "failed",
+                                 f"MutatingWebhookConfiguration {want.get('webhook')} not registered", **evidence))
+        elif not evidence["ca_bundle"]:
+            checks.append(_check("webhook_registered", "failed",
+                                 f"{want.get('webhook')} has no caBundle: the API server cannot call it", **evidence))
+        else:
+            checks.append(_check("webhook_registered", "ok", f"{want.get('webhook')} -> "
+                                 f"{', '.join(e['service'] for e in entries)}", **evidence))
+    return checks
+
+
 def verify_checks(observed, expected):
     """Turn one host's observations into checks (see the module docstring)."""
     observed = _need_dict(observed, "verify_checks: the observations (input)")
@@ -413,6 +471,7 @@ def verify_checks(observed, expected):
     if "control_plane" in kinds:
         checks += _scheduler_checks(_need_dict(observed.get("scheduler"), "observed.scheduler"), expected)
         checks += _stack_checks(observed.get("api"), expected)
+        checks += _own_scheduler_checks(observed.get("api"), expected)
     waived = expected.get("waived") or []
     unknown = sorted(set(waived) - set(TITLES))
     if unknown:
@@ -534,6 +593,36 @@ def verify_daemonsets(items):
     return result
 
 
+def verify_own_schedulers(items):
+    """Deployments and MutatingWebhookConfigurations (the ``items`` of ``kubectl get
+    deployments.apps,mutatingwebhookconfigurations.admissionregistration.k8s.io -A -o json``) ->
+    ``{deployments: [{name, namespace, desired, ready}], webhooks: [{name, webhooks: [{name, service,
+    ca_bundle}]}]}``; other kinds are ignored."""
+    if not isinstance(items, list):
+        raise AnsibleFilterError(f"verify_own_schedulers: input must be the 'items' list of a List, got "
+                                 f"{type(items).__name__}")
+    result = {"deployments": [], "webhooks": []}
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        meta = item.get("metadata") or {}
+        if item.get("kind") == "Deployment":
+            status = item.get("status") or {}
+            result["deployments"].append({"name": meta.get("name"), "namespace": meta.get("namespace"),
+                                          "desired": (item.get("spec") or {}).get("replicas", 1),
+                                          "ready": status.get("readyReplicas", 0)})
+        elif item.get("kind") == "MutatingWebhookConfiguration":
+            hooks = []
+            for hook in item.get("webhooks") or []:
+                client = hook.get("clientConfig") or {}
+                service = client.get("service") or {}
+                where = (f"{service.get('namespace')}/{service.get('name')}:{service.get('port', 443)}"
+                         f"{service.get('path') or ''}" if service else client.get("url") or "")
+                hooks.append({"name": hook.get("name"), "service": where, "ca_bundle": bool(client.get("caBundle"))})
+            result["webhooks"].append({"name": meta.get("name"), "webhooks": hooks})
+    return result
+
+
 class FilterModule:
     """Verification filters."""
 
@@ -543,5 +632,6 @@ class FilterModule:
             "diagnose": diagnose,
             "verify_verdict": verify_verdict,
             "verify_daemonsets": verify_daemonsets,
+            "verify_own_schedulers": verify_own_schedulers,
             **wrap({"verify_observed": verify.verify_observed, "verify_expected": verify.verify_expected}),
         }

@@ -84,12 +84,26 @@ def _labels_cell(checks):
     return ", ".join(f"{k}={v}" for k, v in sorted(expected.items())) or "-"
 
 
-def _scheduler_cell(scheduler):
+def _scheduler_cell(scheduler, checks):
     if not scheduler:
         return "-"
     if not scheduler.get("extender_paths"):
-        return "unchanged (no extender needed)"
-    return f"{scheduler.get('variant') or '?'} (--{(scheduler.get('flag') or '').lstrip('-')})"
+        cell = "unchanged (no extender needed)"
+    else:
+        cell = f"{scheduler.get('variant') or '?'} (--{(scheduler.get('flag') or '').lstrip('-')})"
+    # a stack's own kube-scheduler (hami) runs next to the cluster's: its state is part of the answer
+    own = [c for c in checks if c.get("id") == "own_scheduler_ready"]
+    if own:
+        cell += "; own scheduler: " + ", ".join(c.get("summary") or c.get("status") or "?" for c in own)
+    return cell
+
+
+def _stack_cell(expected, checks):
+    cell = ", ".join(expected.get("stacks") or []) or "-"
+    registered = _status(checks, "node_annotations")
+    if registered.get("status") in ("ok", "failed"):
+        cell += " (GPUs registered)" if registered["status"] == "ok" else " (GPUs not registered)"
+    return cell
 
 
 def report_row(observed, expected, checks, verdict):
@@ -109,9 +123,9 @@ def report_row(observed, expected, checks, verdict):
         "driver": _driver_cell(observed.get("gpu") or {}) if gpu_node else "-",
         "cuda": ((observed.get("gpu") or {}).get("smi") or {}).get("cuda_version") or "-" if gpu_node else "-",
         "runtime": _runtime_cell(observed.get("runtime") or {}) if gpu_node else "-",
-        "scheduler": _scheduler_cell(scheduler),
+        "scheduler": _scheduler_cell(scheduler, checks),
         "labels": _labels_cell(checks) if gpu_node else "-",
-        "stack": ", ".join(expected.get("stacks") or []) or "-",
+        "stack": _stack_cell(expected, checks),
         "verdict": verdict,
         "checks": checks,
     }

@@ -31,6 +31,8 @@ Sources (keys from docs/versions.md and the reference clusters of docs/field-not
              nvidia.com/gpu); elastic-gpu-scheduler README: same verbs as nano-gpu on port 39999,
              managedResources elasticgpu.io/gpu-memory and elasticgpu.io/gpu-core
   nvidia_device_plugin  docs/versions.md E (no extender; resource nvidia.com/gpu)
+  hami       the pinned HAMi release, every fact cited in hami.py (own kube-scheduler with its extender on
+             https://127.0.0.1:443, mutating webhook, device plugin on gpu=on nodes)
 Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one binder only): [A3].
 """
 
@@ -39,7 +41,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import manifests, scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import hami, manifests, scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
@@ -124,6 +126,19 @@ _CATALOG = {
             "ignorable": False,
         },
         "service": {"name": "elastic-gpu-scheduler", "port": 39999, "node_port": 32764},
+    },
+    "hami": {
+        "description": "HAMi: GPU memory and core sharing through its own kube-scheduler, extender and webhook",
+        "resources": list(hami.RESOURCES),
+        # only nvidia.com/gpu is node allocatable; memory and cores are in the node annotation
+        "allocatable": list(hami.ALLOCATABLE),
+        "node_annotations": [hami.REGISTER_ANNOTATION],
+        "node_labels": dict(hami.NODE_LABELS),
+        "claims_whole_gpus": True,
+        # HAMi never extends the cluster's kube-scheduler: its extender lives in its own (own_scheduler)
+        "extender": None,
+        "service": None,
+        "own_scheduler": {"name": hami.SCHEDULER_NAME, "webhook": hami.WEBHOOK_NAME, "extender": hami.extender()},
     },
 }
 
@@ -267,6 +282,12 @@ def stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=True,
                 f"sharing instead of a second stack"
             )
         union.extend(s for s in names if s not in union)
+    if "hami" in union and "nvidia_device_plugin" in union:
+        problems.append(
+            "stacks hami and nvidia_device_plugin both advertise nvidia.com/gpu, and HAMi's webhook sends every pod "
+            "that asks for nvidia.com/gpu to hami-scheduler, which places pods only on HAMi's nodes; choose one of "
+            "them in gpu_sharing_stacks (hami shares GPUs by memory and cores; nvidia_device_plugin by time-slicing "
+            "or MPS)")
     binders = [s for s in union if (_CATALOG[s]["extender"] or {}).get("bind_verb")]
     if len(binders) > 1:
         problems.append(
@@ -371,6 +392,11 @@ TEMPLATES = {
     "elastic_gpu": {"default": ["elastic_gpu/crd-elasticgpuclaims.yml.j2", "elastic_gpu/crd-elasticgpuclasses.yml.j2",
                                 "elastic_gpu/crd-elasticgpus.yml.j2", "elastic_gpu/crd-gpus.yml.j2",
                                 "elastic_gpu/scheduler.yml.j2", "elastic_gpu/agent.yml.j2"]},
+    # the webhook last but one: the scheduler it sends pods to, and the Secret's Job, are there first; the Job that
+    # patches the webhook's CA after it
+    "hami": {"default": ["hami/rbac.yml.j2", "hami/certgen-create.yml.j2", "hami/scheduler-config.yml.j2",
+                         "hami/scheduler.yml.j2", "hami/device-plugin.yml.j2", "hami/webhook.yml.j2",
+                         "hami/certgen-patch.yml.j2"]},
 }
 NAMESPACE_TEMPLATE = "common/namespace.yml.j2"
 SECONDARY_TEMPLATES = ["secondary_scheduler/rbac.yml.j2", "secondary_scheduler/config.yml.j2",
@@ -381,21 +407,26 @@ IMAGE_KEYS = {
     "gpushare": ["gpushare_extender", "gpushare_device_plugin"],
     "nano_gpu": ["nano_gpu_scheduler", "nano_gpu_agent"],
     "elastic_gpu": ["elastic_gpu_scheduler", "elastic_gpu_agent"],
+    "hami": ["hami"],  # + the kube-webhook-certgen of the version (hami.certgen_image_key), in _images
 }
 SAMPLE_IMAGES = {
     "nvidia_device_plugin": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
     "gpushare": "cheyang/gpu-player:v2",
     "nano_gpu": "nvcr.io/nvidia/cuda:9.0-devel",
     "elastic_gpu": "nvidia/samples:dcgmproftester-2.0.10-cuda11.0-ubuntu18.04",
+    "hami": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
 }
 # Removal order: what runs first, then what it uses; custom objects before their CRD, CRDs last.
-REMOVE_ORDER = ("Pod", "Deployment", "DaemonSet", "Service", "ConfigMap", "RoleBinding", "ClusterRoleBinding",
+# The webhook goes first, so that no new pod is sent to a scheduler that is going away.
+REMOVE_ORDER = ("MutatingWebhookConfiguration", "Pod", "Deployment", "Job", "DaemonSet", "Service", "ConfigMap",
+                "RoleBinding", "ClusterRoleBinding",
                 "Role", "ClusterRole", "ServiceAccount")
 # Kinds the project creates and prunes (resource.group as kubectl names them); a Namespace is never removed.
 PRUNED_RESOURCES = ("pods", "deployments.apps", "daemonsets.apps", "services", "configmaps", "serviceaccounts",
                     "roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io",
                     "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
-                    "customresourcedefinitions.apiextensions.k8s.io")
+                    "customresourcedefinitions.apiextensions.k8s.io", "jobs.batch",
+                    "mutatingwebhookconfigurations.admissionregistration.k8s.io")
 # What to do with an NVIDIA device plugin already in the cluster that this project did not deploy
 # (gpu_sharing_stacks_existing_device_plugin): refuse, or adopt it (keep it, leave out the stack's own).
 EXISTING_DEVICE_PLUGIN = ("refuse", "adopt")
@@ -482,7 +513,10 @@ def _device_plugin(p):
 def _images(p, dp):
     images = {}
     for stack in p["stacks"]:
-        for key in IMAGE_KEYS[stack]:
+        keys = list(IMAGE_KEYS[stack])
+        if stack == "hami":
+            keys.append(hami.certgen_image_key(kubernetes_minor(p["kubernetes_version"], "kubernetes_version", False)))
+        for key in keys:
             image = p["images"].get(key) or (dp["image"] if key == "nvidia_device_plugin" else "")
             if not image:
                 raise KgnError(f"gpu_sharing_stacks_images.{key} is empty, but stack {stack} runs it; set the image "
@@ -491,50 +525,96 @@ def _images(p, dp):
     return images
 
 
-def _secondary(p, catalog):
-    enabled = secondary_scheduler(p["secondary_scheduler"], p["control_plane_hosts"]) and any(
-        entry["extender"] for entry in catalog.values())
-    if not enabled:
-        return {"enabled": False}
+def _in_cluster_scheduler(p, name, extenders, image, setting):
+    """A kube-scheduler that runs as a pod in the cluster (the second scheduler of a managed control plane, and
+    HAMi's): its image (``image``, else registry.k8s.io/kube-scheduler of the cluster's own release), its config
+    for this Kubernetes version from scheduler.scheduler_config (the kube-scheduler role's code) with ``extenders``,
+    one profile ``name`` and its own lease, and the command that reads it. ``setting`` names the input that
+    chose this scheduler, for the messages.
+
+    A Policy-era version (before 1.19) gets the Policy file with the profile and lease as flags (kube-scheduler
+    then reads no --config, and finds the API server through the pod's service account); callers refuse it
+    where it does not apply.
+    """
     version = p["kubernetes_version"]
     variant = scheduler.scheduler_variant(version)
-    if variant["format"] == "policy":
-        raise KgnError(
-            f"gpu_sharing_stacks_secondary_scheduler: the second kube-scheduler is configured with a "
-            f"KubeSchedulerConfiguration (Kubernetes 1.19+), but gpu_sharing_stacks_kubernetes_version is {version}, "
-            f"which takes extenders from a Policy file only. Upgrade the cluster, or add the control-plane hosts to "
-            f"kube_control_plane and set gpu_sharing_stacks_secondary_scheduler to false. Nothing was changed.")
-    name = p["secondary_scheduler_name"]
-    image = p["secondary_scheduler_image"]
     if not image:
         match = re.match(r"^v?(\d+\.\d+\.\d+)", str(version))
         if not match:
             raise KgnError(
                 f"gpu_sharing_stacks_kubernetes_version {version} has no patch release, so the image "
                 f"registry.k8s.io/kube-scheduler:v<version> cannot be named; set kubernetes_version to the control "
-                f"plane's full version (e.g. 1.25.4) or set gpu_sharing_stacks_secondary_scheduler_image. Nothing "
-                f"was changed.")
+                f"plane's full version (e.g. 1.25.4) or set {setting}. Nothing was changed.")
         image = f"registry.k8s.io/kube-scheduler:v{match.group(1)}"
-    # Profile and leader election go in as the "existing" config, so the kube-scheduler role's code merges in
-    # the extenders (one source of truth); its own lease, never the cluster scheduler's "kube-scheduler".
-    settings = {
-        "apiVersion": variant["api_version"],
-        "kind": "KubeSchedulerConfiguration",
-        "leaderElection": {"leaderElect": True, "resourceLock": "leases", "resourceName": name,
-                           "resourceNamespace": p["namespace"]},
-        "profiles": [{"schedulerName": name}],
-    }
-    extenders = stack_extenders(p["stacks"], stack_service_urls(p["stacks"], p["namespace"]))
-    # kubeconfig "" with in_cluster: the pod's service account (client-go in-cluster config)
-    config = scheduler.scheduler_config(version, extenders, "", settings, True)
+    if variant["format"] == "policy":
+        config = scheduler.scheduler_config(version, extenders)
+        config_file = "config.json"
+        command = ["/usr/local/bin/kube-scheduler", f"--policy-config-file={SECONDARY_CONFIG_DIR}/{config_file}",
+                   f"--scheduler-name={name}", "--leader-elect=true", "--leader-elect-resource-lock=leases",
+                   f"--leader-elect-resource-name={name}", f"--leader-elect-resource-namespace={p['namespace']}"]
+    else:
+        # Profile and leader election go in as the "existing" config, so the kube-scheduler role's code merges in
+        # the extenders (one source of truth); its own lease, never the cluster scheduler's "kube-scheduler".
+        settings = {
+            "apiVersion": variant["api_version"],
+            "kind": "KubeSchedulerConfiguration",
+            "leaderElection": {"leaderElect": True, "resourceLock": "leases", "resourceName": name,
+                               "resourceNamespace": p["namespace"]},
+            "profiles": [{"schedulerName": name}],
+        }
+        # kubeconfig "" with in_cluster: the pod's service account (client-go in-cluster config)
+        config = scheduler.scheduler_config(version, extenders, "", settings, True)
+        config_file = "config.yaml"
+        command = ["/usr/local/bin/kube-scheduler", f"--config={SECONDARY_CONFIG_DIR}/{config_file}"]
     return {
         "enabled": True,
         "name": name,
         "image": stack_image(image, p["registry_mirror"]),
+        "variant": {k: variant[k] for k in ("format", "kind", "api_version")},
         "config": config,
         "config_dir": SECONDARY_CONFIG_DIR,
+        "config_file": config_file,
+        "command": command,
         "config_checksum": hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest(),
     }
+
+
+def _secondary(p, catalog):
+    enabled = secondary_scheduler(p["secondary_scheduler"], p["control_plane_hosts"]) and any(
+        entry["extender"] for entry in catalog.values())
+    if not enabled:
+        return {"enabled": False}
+    version = p["kubernetes_version"]
+    if scheduler.scheduler_variant(version)["format"] == "policy":
+        raise KgnError(
+            f"gpu_sharing_stacks_secondary_scheduler: the second kube-scheduler is configured with a "
+            f"KubeSchedulerConfiguration (Kubernetes 1.19+), but gpu_sharing_stacks_kubernetes_version is {version}, "
+            f"which takes extenders from a Policy file only. Upgrade the cluster, or add the control-plane hosts to "
+            f"kube_control_plane and set gpu_sharing_stacks_secondary_scheduler to false. Nothing was changed.")
+    extenders = stack_extenders(p["stacks"], stack_service_urls(p["stacks"], p["namespace"]))
+    return _in_cluster_scheduler(p, p["secondary_scheduler_name"], extenders, p["secondary_scheduler_image"],
+                                 "gpu_sharing_stacks_secondary_scheduler_image")
+
+
+def _hami(p):
+    """HAMi's own kube-scheduler (the in-cluster scheduler with its extender on 127.0.0.1 in the same pod), and
+    what its templates need. Refused below HAMi's supported Kubernetes range."""
+    version = p["kubernetes_version"]
+    minor = kubernetes_minor(version, "gpu_sharing_stacks_kubernetes_version", newest=False)
+    if minor < hami.OLDEST_MINOR:
+        raise KgnError(
+            f"HAMi {hami.RELEASE} supports Kubernetes 1.{hami.OLDEST_MINOR} and newer (its README, Prerequisites, "
+            f"and its chart's kubeVersion >= 1.{hami.OLDEST_MINOR}.0), but gpu_sharing_stacks_kubernetes_version is "
+            f"{version}. Upgrade the cluster, or choose gpushare, nano_gpu or nvidia_device_plugin in "
+            f"gpu_sharing_stacks. Nothing was changed.")
+    entry = _CATALOG["hami"]["own_scheduler"]
+    own = _in_cluster_scheduler(p, entry["name"], [copy.deepcopy(entry["extender"])],
+                                p["images"].get("hami_kube_scheduler") or "",
+                                "gpu_sharing_stacks_images.hami_kube_scheduler")
+    own.update(release=hami.RELEASE, webhook=entry["webhook"], tls_secret=hami.TLS_SECRET,
+               service=dict(hami.SERVICE), node_labels=dict(hami.NODE_LABELS),
+               certgen_image_key=hami.certgen_image_key(minor))
+    return own
 
 
 def _template_stack(template):
@@ -664,6 +744,12 @@ def _adopted(p, api, assumed):
         raise KgnError("Refused to deploy a second device plugin: " + " | ".join(map(_conflict_text, conflicts))
                        + ". Nothing was changed (no manifest written, applied or deleted).")
     found = "; ".join(c["found"] for c in conflicts)
+    if any(c["stack"] == "hami" for c in conflicts):
+        raise KgnError(
+            f"gpu_sharing_stacks_existing_device_plugin is adopt, but {found} cannot stand in for HAMi's device "
+            f"plugin: HAMi's scheduler places pods by the GPU memory and cores its own device plugin registers on each "
+            f"node. Replace it ({conflicts[0]['remove']}) and run again, or leave hami out of gpu_sharing_stacks. "
+            f"Nothing was changed.")
     if p["sharing"] != "none":
         raise KgnError(
             f"gpu_sharing_stacks_existing_device_plugin is adopt, so {found} is kept instead of this project's "
@@ -760,8 +846,11 @@ def stacks_plan(inputs, observed=None):
     of the cluster and the GPU Operator's ClusterPolicies)}``; missing = not read, nothing removed, said in
     ``assumed``.
 
-    Refused (KgnError, nothing changed): bad stacks or options, Kubernetes before 1.16, a sharing mode the
-    device plugin release lacks, a Policy-era version for the second kube-scheduler, removing a CRD while
+    ``hami``: HAMi's own kube-scheduler when hami is chosen (the same in-cluster scheduler code as ``secondary``,
+    with HAMi's extender), else ``{enabled: false}``.
+
+    Refused (KgnError, nothing changed): bad stacks or options, Kubernetes before 1.16 (1.18 for hami), a sharing
+    mode the device plugin release lacks, a Policy-era version for the second kube-scheduler, removing a CRD while
     custom objects of it that this project did not create remain, and a chosen stack whose resource another
     device plugin already advertises (stack_conflicts) unless existing_device_plugin is adopt: then that stack's
     own manifests are left out and ``adopted`` names what is kept.
@@ -778,6 +867,7 @@ def stacks_plan(inputs, observed=None):
     api = _kubernetes(p) if stacks else None
     dp = _device_plugin(p) if "nvidia_device_plugin" in stacks else None
     secondary = _secondary(p, catalog) if stacks else {"enabled": False}
+    own_scheduler = _hami(p) if "hami" in stacks else {"enabled": False}
     planned = _manifest_list(p, dp, secondary) if stacks else []
     plan = {
         "kubernetes_version": p["kubernetes_version"],
@@ -794,6 +884,7 @@ def stacks_plan(inputs, observed=None):
         "replicas": p["replicas"],
         "gpushare_mps": p["gpushare_mps"],
         "secondary": secondary,
+        "hami": own_scheduler,
         "samples": p["samples"],
         "labels": {"managed_by": dict(MANAGED_BY), "stack": STACK_LABEL},
         "manifests": planned,

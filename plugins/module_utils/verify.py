@@ -163,7 +163,14 @@ def verify_expected(settings: object, states: object) -> dict:
         "labels": labels,
         "labels_without_gpu": ({"nvidia.com/gpu.present": "false", **(settings.get("extra_labels") or {})}
                                if settings.get("labels_require_gpu", True) else None),
-        "resources": sorted({r for e in entries.values() for r in e.get("resources") or []}),
+        # what the node advertises as allocatable (HAMi: only nvidia.com/gpu; memory and cores are in an annotation)
+        "resources": sorted({r for e in entries.values() for r in e.get("allocatable") or e.get("resources") or []}),
+        "node_annotations": sorted({a for e in entries.values() for a in e.get("node_annotations") or []}),
+        # stacks that run their own scheduler and webhook (HAMi): checked through the API on control planes
+        "own_schedulers": [{"stack": name, "deployment": e["own_scheduler"]["name"],
+                            "webhook": e["own_scheduler"]["webhook"]}
+                           for name, e in entries.items()
+                           if e.get("own_scheduler") and "control_plane" in kinds],
         "device_plugin_sockets": sorted({s for stack in stacks
                                          for s in (settings.get("stack_sockets") or {}).get(stack, [])}),
         "stack_args": [a for stack in stacks for a in (settings.get("stack_args") or {}).get(stack, [])]

@@ -62,6 +62,14 @@ MANAGED = {"managed-egpu": {"gpu_sharing_stacks": ["elastic_gpu"], "gpu_sharing_
 MANAGED_VERSIONS = ["1.25.16", "1.30.4"]
 CONFIGS.update(MANAGED)
 HOSTS.update({f"k{v.replace('.', '-')}-{c}": (v, c) for v in MANAGED_VERSIONS for c in MANAGED})
+# HAMi runs its own kube-scheduler everywhere: 1.18 (its oldest, a Policy file) and the versions of each variant.
+HAMI = {"hami": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_samples_enabled": True},
+        "hami-mirror": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_namespace": "gpu-system",
+                        "gpu_sharing_stacks_registry_mirror": "mirror.local:5000"}}
+HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.25.16", "1.29.10", "1.35.0"]
+CONFIGS.update(HAMI)
+HOSTS.update({f"k{v.replace('.', '-')}-hami": (v, "hami") for v in HAMI_VERSIONS})
+HOSTS["k1-29-10-hami-mirror"] = ("1.29.10", "hami-mirror")
 
 
 def _old_schemas() -> Path:
@@ -277,11 +285,11 @@ def test_elastic_gpu_has_four_crds_and_the_reference_agent_placement(rendered):
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in agent["tolerations"]
 
 
-def _in_cluster_scheduler_schema() -> dict:
-    """tests/schemas/kube-scheduler/v1.json, except that clientConnection may be absent: an in-cluster
+def _in_cluster_scheduler_schema(name: str = "v1") -> dict:
+    """tests/schemas/kube-scheduler/<name>.json, except that clientConnection may be absent: an in-cluster
     kube-scheduler has no kubeconfig (client-go uses the pod's service account); everything else stays strict."""
-    schema = json.loads((TOP / "tests" / "schemas" / "kube-scheduler" / "v1.json").read_text())
-    schema["required"] = [r for r in schema["required"] if r != "clientConnection"]
+    schema = json.loads((TOP / "tests" / "schemas" / "kube-scheduler" / f"{name}.json").read_text())
+    schema["required"] = [r for r in schema.get("required", []) if r != "clientConnection"]
     return schema
 
 
@@ -332,6 +340,93 @@ def test_self_managed_control_plane_gets_no_second_scheduler(rendered):
     assert not [d for _, d in docs if d["kind"] == "Pod" and "schedulerName" in d["spec"]]
 
 
+HAMI_KINDS = {  # file -> kinds, in order
+    "hami/rbac.yml": ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
+                      "Role", "RoleBinding", "RoleBinding", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"],
+    "hami/certgen-create.yml": ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Job"],
+    "hami/scheduler-config.yml": ["ConfigMap", "ConfigMap"],
+    "hami/scheduler.yml": ["Deployment", "Service"],
+    "hami/device-plugin.yml": ["ConfigMap", "DaemonSet"],
+    "hami/webhook.yml": ["MutatingWebhookConfiguration"],
+    "hami/certgen-patch.yml": ["Job"],
+    "samples/hami.yml": ["Pod"],
+}
+
+
+def _hami_docs(rendered, host):
+    folder = rendered / host / "etc/kubernetes/kube-gpu-nodes/stacks"
+    return {str(f.relative_to(folder)): [d for d in yaml.safe_load_all(f.read_text()) if d]
+            for f in sorted(folder.rglob("*.yml"))}
+
+
+@pytest.mark.parametrize("version", HAMI_VERSIONS)
+def test_hami_manifests_parse_with_the_expected_kinds(rendered, version):
+    docs = _hami_docs(rendered, f"k{version.replace('.', '-')}-hami")
+    assert {path: [d["kind"] for d in found] for path, found in docs.items()} == HAMI_KINDS
+
+
+@pytest.mark.parametrize("version", HAMI_VERSIONS)
+def test_hamis_scheduler_config_is_the_variant_its_kubernetes_version_reads(rendered, version):
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_variant
+
+    host = f"k{version.replace('.', '-')}-hami"
+    variant = scheduler_variant(version)
+    data = _by_kind(rendered, host, "ConfigMap", "hami-scheduler-config")["data"]
+    if variant["format"] == "policy":
+        config = json.loads(data["config.json"])
+        enable_https, timeout = "enableHttps", 30 * 10**9
+    else:
+        config = yaml.safe_load(data["config.yaml"])
+        enable_https, timeout = "enableHTTPS", "30s"
+        assert config["profiles"] == [{"schedulerName": "hami-scheduler"}] and "clientConnection" not in config
+        assert config["leaderElection"]["resourceName"] == "hami-scheduler"
+    assert (config["apiVersion"], config["kind"]) == (variant["api_version"], variant["kind"])
+    schema = "policy-v1" if variant["format"] == "policy" else variant["api_version"].rsplit("/", 1)[1]
+    jsonschema.Draft202012Validator(_in_cluster_scheduler_schema(schema)).validate(config)  # strict per apiVersion
+    [extender] = config["extenders"]
+    assert extender["urlPrefix"] == "https://127.0.0.1:443" and extender[enable_https] is True
+    assert (extender["filterVerb"], extender["bindVerb"], extender["httpTimeout"]) == ("filter", "bind", timeout)
+    assert "prioritizeVerb" not in extender and extender["tlsConfig"] == {"insecure": True}
+    assert [r["name"] for r in extender["managedResources"]] == [
+        "nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
+        "nvidia.com/priority"]
+    assert all(r["ignoredByScheduler"] for r in extender["managedResources"])
+
+    pod = _by_kind(rendered, host, "Deployment", "hami-scheduler")["spec"]["template"]["spec"]
+    scheduler, extender_container = pod["containers"]
+    assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:v{version}"
+    config_file = "config.json" if variant["format"] == "policy" else "config.yaml"
+    assert f"{variant['flag']}=/etc/kubernetes/kgn-gpu-scheduler/{config_file}" in scheduler["command"]
+    assert extender_container["image"] == "projecthami/hami:v2.6.0"
+    assert "--http_bind=0.0.0.0:443" in extender_container["command"]
+    assert {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v} == {"hami-scheduler-tls"}
+    create = _by_kind(rendered, host, "Job", "hami-admission-create")["spec"]["template"]["spec"]["containers"][0]
+    assert "--host=hami-scheduler.kube-system.svc,127.0.0.1" in create["args"]
+    legacy = int(version.split(".")[1]) < 22
+    assert create["image"] == ("jettech/kube-webhook-certgen:v1.5.2" if legacy
+                               else "liangjw/kube-webhook-certgen:v1.1.1")
+    webhook = _by_kind(rendered, host, "MutatingWebhookConfiguration", "hami-webhook")["webhooks"][0]
+    assert webhook["clientConfig"]["service"] == {"name": "hami-scheduler", "namespace": "kube-system",
+                                                  "path": "/webhook", "port": 443}
+    plugin = _by_kind(rendered, host, "DaemonSet", "hami-device-plugin")["spec"]["template"]["spec"]
+    assert plugin["nodeSelector"] == {"gpu": "on"}
+    sample = _by_kind(rendered, host, "Pod", "hami-pod")["spec"]
+    assert sample["schedulerName"] == "hami-scheduler"
+    assert set(sample["containers"][0]["resources"]["limits"]) == {"nvidia.com/gpu", "nvidia.com/gpumem",
+                                                                    "nvidia.com/gpucores"}
+
+
+def test_hami_namespace_and_mirror_reach_every_image_and_reference(rendered):
+    docs = [d for found in _hami_docs(rendered, "k1-29-10-hami-mirror").values() for d in found]
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "DaemonSet", "Job")]
+    images = {c["image"] for pod in pods for c in pod["containers"]}
+    assert images == {"mirror.local:5000/kube-scheduler:v1.29.10", "mirror.local:5000/projecthami/hami:v2.6.0",
+                      "mirror.local:5000/liangjw/kube-webhook-certgen:v1.1.1"}
+    webhook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
+    assert webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == "gpu-system"
+    assert not [d for d in docs if d["kind"] == "Pod"]  # samples off
+
+
 BAD = {
     "two-binders": ({"kubernetes_version": "1.23.1", "gpu_sharing_stacks": ["gpushare", "nano_gpu"]},
                     "stacks gpushare and nano_gpu both bind pods"),
@@ -344,7 +439,9 @@ BAD = {
     "sharing-without-plugin": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["gpushare"],
                                 "device_plugin_sharing": "time-slicing"},
                                "but nvidia_device_plugin is not in gpu_sharing_stacks"),
-    "unknown-stack": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["hami"]}, "unknown stack(s) 'hami'"),
+    "unknown-stack": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["hamy"]}, "unknown stack(s) 'hamy'"),
+    "hami-too-old": ({"kubernetes_version": "1.17.17", "gpu_sharing_stacks": ["hami"]},
+                     "HAMi v2.6.0 supports Kubernetes 1.18 and newer"),
     "managed-policy-era": ({"kubernetes_version": "1.18.20", "gpu_sharing_stacks": ["nano_gpu"],
                             "gpu_sharing_stacks_secondary_scheduler": True},
                            "which takes extenders from a Policy file only"),

@@ -36,8 +36,12 @@ def run_site(*extra: str) -> subprocess.CompletedProcess:
         ("kubernetes_version=1.99.0", ["kubernetes_version", "1.99"]),
         ("container_runtime=podman", ["container_runtime is 'podman'", "auto, docker, containerd, crio"]),
         ("kube_scheduler_style=static", ["kube_scheduler_style is 'static'", "auto, kubeadm, systemd"]),
-        ('{"gpu_sharing_stacks": ["gpushare", "hami"]}', ["unknown stack(s) 'hami'", "gpushare"]),
+        ('{"gpu_sharing_stacks": ["gpushare", "hamy"]}', ["unknown stack(s) 'hamy'", "gpushare"]),
         ('{"gpu_sharing_stacks": null}', ["gpu_sharing_stacks is empty", "write []"]),
+        # one node, two device plugins that each claim every GPU: the message names both and the choices
+        ('{"gpu_sharing_stacks": ["hami", "gpushare"]}',
+         ["stacks hami and gpushare both claim every GPU of the node", "keep one stack per node",
+          "gpu_sharing_stacks per host in host_vars", "nvidia_device_plugin's time-slicing/MPS sharing"]),
         ("kubernetes_verison=1.23.1", ["kubernetes_verison is not a variable", "did you mean kubernetes_version"]),
         ("nvidia_container_runtime_enigne=docker", ["did you mean nvidia_container_runtime_engine"]),
         ("device_plugin_sharing=timeslicing", ["accepted values: none, time-slicing, mps"]),

@@ -450,3 +450,97 @@ def test_an_adopted_driver_is_reported_as_adopted_not_as_a_missing_package(pinne
     assert check["status"] == status
     assert check["summary"].startswith("adopted: driver 535.104.05 (/usr/lib64/libnvidia-ml.so.535.104.05)")
     assert check["evidence"]["adopted"] is True
+
+
+# --- HAMi: its own scheduler, its webhook and the GPUs its device plugin registers ----------------------------
+def _kubectl_own(ready=1, ca_bundle="LS0tLS1CRUdJTi...", webhook=True, deployment=True):
+    """The answer of `kubectl get deployments.apps,mutatingwebhookconfigurations... -A -o json` (items)."""
+    items = [{"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": "coredns", "namespace": "kube-system"},
+              "spec": {"replicas": 2}, "status": {"readyReplicas": 2}}]
+    if deployment:
+        items.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                      "metadata": {"name": "hami-scheduler", "namespace": "kube-system"},
+                      "spec": {"replicas": 1},
+                      "status": {"replicas": 1, **({"readyReplicas": ready} if ready else {})}})
+    if webhook:
+        client = {"service": {"name": "hami-scheduler", "namespace": "kube-system", "path": "/webhook", "port": 443}}
+        if ca_bundle:
+            client["caBundle"] = ca_bundle
+        items.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                      "metadata": {"name": "hami-webhook"},
+                      "webhooks": [{"name": "vgpu.hami.io", "clientConfig": client}]})
+    return items
+
+
+def _hami_expected(kinds):
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_expected
+
+    return verify_expected({"host": "h", "kinds": kinds, "stacks": ["hami"], "expect_gpu": True,
+                            "stack_sockets": {"hami": [r"(?!kubelet\.sock$).+\.sock"]}}, {})
+
+
+def test_hami_expects_only_nvidia_gpu_allocatable_its_annotation_and_its_own_scheduler():
+    expected = _hami_expected(["gpu_node", "control_plane"])
+    assert expected["resources"] == ["nvidia.com/gpu"]
+    assert expected["node_annotations"] == ["hami.io/node-nvidia-register"]
+    assert expected["labels"] == {"gpu": "on"}
+    assert expected["own_schedulers"] == [{"stack": "hami", "deployment": "hami-scheduler", "webhook": "hami-webhook"}]
+    assert expected["scheduler"]["extender_paths"] == []  # the cluster's kube-scheduler is left alone
+    assert _hami_expected(["gpu_node"])["own_schedulers"] == []
+
+
+def test_own_schedulers_are_reduced_from_the_kubectl_answer():
+    assert d.verify_own_schedulers(_kubectl_own()) == {
+        "deployments": [{"name": "coredns", "namespace": "kube-system", "desired": 2, "ready": 2},
+                        {"name": "hami-scheduler", "namespace": "kube-system", "desired": 1, "ready": 1}],
+        "webhooks": [{"name": "hami-webhook", "webhooks": [
+            {"name": "vgpu.hami.io", "service": "kube-system/hami-scheduler:443/webhook", "ca_bundle": True}]}]}
+    with pytest.raises(AnsibleFilterError, match="items"):
+        d.verify_own_schedulers({"items": []})
+
+
+def _hami_cp(**answer):
+    api = {"reachable": True, **d.verify_own_schedulers(_kubectl_own(**answer))}
+    expected = _hami_expected(["control_plane"])
+    return judge({"scheduler": SCHED_OK, "api": api}, expected)
+
+
+def test_healthy_hami_control_plane_is_ok():
+    checks, verdict = _hami_cp()
+    assert verdict == "ok"
+    assert checks["own_scheduler_ready"]["summary"] == "kube-system/hami-scheduler 1/1 ready"
+    assert checks["webhook_registered"]["summary"] == "hami-webhook -> kube-system/hami-scheduler:443/webhook"
+
+
+@pytest.mark.parametrize(("answer", "check", "cause"), [
+    ({"ready": 0}, "own_scheduler_ready", "own_scheduler_not_ready"),
+    ({"deployment": False}, "own_scheduler_ready", "own_scheduler_missing"),
+    ({"webhook": False}, "webhook_registered", "webhook_missing"),
+    ({"ca_bundle": ""}, "webhook_registered", "webhook_no_ca"),
+])
+def test_hami_scheduler_and_webhook_faults_are_diagnosed(answer, check, cause):
+    checks, verdict = _hami_cp(**answer)
+    assert verdict == "failed" and checks[check]["status"] == "failed"
+    assert causes(checks[check]) == [cause]
+
+
+def test_hami_checks_are_skipped_without_an_api():
+    checks, _ = judge({"scheduler": SCHED_OK, "api": {"reachable": False, "error": "connection refused"}},
+                      _hami_expected(["control_plane"]))
+    assert checks["own_scheduler_ready"]["status"] == checks["webhook_registered"]["status"] == "skipped"
+
+
+@pytest.mark.parametrize(("annotations", "labels", "status", "cause"), [
+    ({"hami.io/node-nvidia-register": '[{"id":"GPU-1","count":10,"devmem":15360,"devcore":100}]'}, {"gpu": "on"},
+     "ok", None),
+    ({}, {"gpu": "on"}, "failed", "hami_not_registered"),
+    ({}, {}, "failed", "hami_not_registered_label"),
+])
+def test_hami_node_shows_nvidia_gpu_and_the_gpus_it_registered(annotations, labels, status, cause):
+    api = dict(API_OK, node={"labels": labels, "annotations": annotations, "allocatable": {"nvidia.com/gpu": "10"}})
+    checks, _ = judge(node(api=api, sockets=("nvidia-gpu.sock",)), _hami_expected(["gpu_node"]))
+    assert checks["allocatable"]["status"] == "ok" and checks["allocatable"]["summary"] == "nvidia.com/gpu=10"
+    assert checks["node_annotations"]["status"] == status
+    if cause:
+        assert causes(checks["node_annotations"]) == [cause]

@@ -127,6 +127,7 @@ def test_node_without_gpu_gets_no_stack_labels():
         ("gpushare", {"gpushare": "true"}),
         ("nano_gpu", {"nano-gpu": "true"}),
         ("elastic_gpu", {"gpu-node": "true"}),
+        ("hami", {"gpu": "on"}),  # HAMi's README: without gpu=on its scheduler does not manage the node
         (
             "nvidia_device_plugin",
             {
@@ -338,7 +339,7 @@ def test_a_node_whose_gpus_cannot_run_its_stacks_is_refused_alone():
     ({"require_gpu": "yes"}, "require_gpu must be true or false"),
     ({"extra": {"team": 1}}, "not a valid label value"),
     ({"colour": "red"}, "unknown node setting"),
-    ({"stacks": ["hami"]}, "unknown stack"),
+    ({"stacks": ["hamy"]}, "unknown stack"),
 ])
 def test_bad_settings_refuse_that_node_with_the_fix(settings, message):
     entry = labels_plan({"nodes": {"gpu1": {"gpu_facts": T4, **settings}}}, _api(gpu1={}))["nodes"]["gpu1"]

@@ -45,6 +45,18 @@ def test_control_plane_without_extender_stacks_says_the_scheduler_is_unchanged()
     assert row["scheduler"] == "unchanged (no extender needed)"
 
 
+def test_hami_rows_show_its_own_scheduler_and_whether_the_gpus_are_registered():
+    from test_diagnose import API_OK, _hami_cp, _hami_expected
+
+    checks, _ = _hami_cp(ready=0)
+    row = r.report_row({"scheduler": SCHED_OK}, _hami_expected(["control_plane"]), list(checks.values()), "failed")
+    assert row["scheduler"] == "unchanged (no extender needed); own scheduler: kube-system/hami-scheduler 0/1 ready"
+    api = dict(API_OK, node={"labels": {"gpu": "on"}, "allocatable": {"nvidia.com/gpu": "10"},
+                             "annotations": {"hami.io/node-nvidia-register": "GPU-1,10,15360,100,NVIDIA-Tesla T4"}})
+    row = row_for(node(api=api, sockets=("nvidia-gpu.sock",)), _hami_expected(["gpu_node"]))
+    assert row["stack"] == "hami (GPUs registered)" and row["verdict"] == "ok"
+
+
 def test_gpu_less_row_says_none_and_installed_driver():
     gpu = {"present": False, "package_version": "535.309.01-1~deb12u1", "smi": {"found": True, "rc": 9}}
     row = row_for(node(gpu=gpu, api={"reachable": False}), dict(NODE_EXPECTED, expect_gpu=False))

@@ -7,7 +7,7 @@ import re
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_config
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_config, scheduler_variant
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (
     STACKS,
     secondary_scheduler,
@@ -80,7 +80,7 @@ def test_device_plugin_has_no_extender_and_https_follows_scheme():
         (["gpushare"], {}, "no extender base URL for stack 'gpushare'"),
         (["gpushare"], {"gpushare": "127.0.0.1:32766"}, "must start with http:// or https://"),
         (["gpushare", "nano_gpu"], URLS, "only one binding extender"),
-        (["hami"], URLS, "unknown stack(s) 'hami'"),
+        (["hamy"], URLS, "unknown stack(s) 'hamy'"),
         ("gpushare", URLS, "must be a list"),
         (["gpushare"], {"gpushare": "http://x"}, None),
     ],
@@ -102,7 +102,7 @@ def test_every_extender_is_accepted_by_the_scheduler_config_filter(stack, versio
 
 def test_catalog_lists_every_stack_with_selector_labels():
     catalog = stack_catalog()
-    assert tuple(catalog) == STACKS == ("nvidia_device_plugin", "gpushare", "nano_gpu", "elastic_gpu")
+    assert tuple(catalog) == STACKS == ("nvidia_device_plugin", "gpushare", "nano_gpu", "elastic_gpu", "hami")
     assert catalog["gpushare"]["node_labels"] == {"gpushare": "true"}
     assert catalog["elastic_gpu"]["node_labels"] == {"gpu-node": "true"}
     assert catalog["gpushare"]["service"]["node_port"] == 32766
@@ -157,10 +157,10 @@ def test_secondary_scheduler_refuses_other_values():
 
 
 def test_bad_values_become_problems_not_tracebacks():
-    problems = stack_problems({"gpu1": "gpushare", "gpu2": ["hami"]}, "yes")
+    problems = stack_problems({"gpu1": "gpushare", "gpu2": ["hamy"]}, "yes")
     assert len(problems) == 3
     assert "gpu_sharing_stacks of gpu1 must be a list" in problems[0]
-    assert "unknown stack(s) 'hami'" in problems[1]
+    assert "unknown stack(s) 'hamy'" in problems[1]
     assert "scheduler_changeable must be true or false" in problems[2]
 
 
@@ -292,7 +292,7 @@ def test_versions_images_and_the_second_scheduler_are_decided_in_the_plan():
     ({"stacks": ["nvidia_device_plugin"], "replicas": 1}, "must be 2-48"),
     ({"stacks": ["nvidia_device_plugin"], "replicas": "1"}, "must be 2-48"),
     ({"stacks": ["nvidia_device_plugin"], "replicas": "four"}, "must be a whole number, got 'four'"),
-    ({"stacks": ["hami"]}, "unknown stack(s) 'hami'"),
+    ({"stacks": ["hamy"]}, "unknown stack(s) 'hamy'"),
     ({"stacks": ["nano_gpu"], "kubernetes_version": "1.18.20"}, "which takes extenders from a Policy file only"),
     ({"stacks": ["nano_gpu"], "kubernetes_version": "1.25"}, "has no patch release"),
     ({"stacks": ["gpushare"], "control_plane_hosts": ["cp"], "images": {"gpushare_extender": ""}},
@@ -503,3 +503,113 @@ def test_an_unknown_existing_device_plugin_choice_is_refused():
     with pytest.raises(KgnError, match=re.escape("gpu_sharing_stacks_existing_device_plugin is 'keep'; accepted: "
                                                  "refuse, adopt")):
         stacks_plan(dict(DP, existing_device_plugin="keep"))
+
+
+# --- HAMi ---------------------------------------------------------------------------------------------------
+HAMI_IMAGES = {"hami": "projecthami/hami:v2.6.0", "hami_certgen": "liangjw/kube-webhook-certgen:v1.1.1",
+               "hami_certgen_legacy": "jettech/kube-webhook-certgen:v1.5.2"}
+
+
+def _hami(version="1.29.10", **inputs):
+    return stacks_plan({"kubernetes_version": version, "stacks": ["hami"], "images": HAMI_IMAGES,
+                        "control_plane_hosts": ["cp"], **inputs})
+
+
+def test_hami_brings_its_own_scheduler_and_never_extends_the_clusters():
+    entry = stack_catalog(["hami"])["hami"]
+    assert entry["node_labels"] == {"gpu": "on"} and entry["claims_whole_gpus"]
+    assert entry["resources"] == ["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpucores"]
+    assert entry["allocatable"] == ["nvidia.com/gpu"]
+    assert entry["extender"] is None and entry["service"] is None
+    own = entry["own_scheduler"]["extender"]
+    assert (own["url_prefix"], own["filter_verb"], own["bind_verb"], own["enable_https"], own["tls"]) == (
+        "https://127.0.0.1:443", "filter", "bind", True, {"insecure": True})
+    assert all(r["ignored_by_scheduler"] for r in own["managed_resources"])
+    # nothing for the cluster's kube-scheduler (kube_scheduler_extender role) nor a second scheduler
+    assert stack_extenders(["hami", "gpushare"], URLS) == stack_extenders(["gpushare"], URLS)
+    assert stack_problems(["hami"], scheduler_changeable=False) == []
+    assert _hami(control_plane_hosts=[])["secondary"] == {"enabled": False}
+
+
+def test_hami_and_gpushare_on_one_node_are_refused_naming_both_and_the_choices():
+    [problem] = stack_problems({"gpu1": ["hami", "gpushare"]})
+    assert problem.startswith("gpu1: stacks hami and gpushare both claim every GPU of the node")
+    assert "keep one stack per node: set gpu_sharing_stacks per host in host_vars" in problem
+    assert "nvidia_device_plugin's time-slicing/MPS sharing" in problem
+    # on different nodes of one cluster they do not meet: HAMi binds in its own scheduler, gpushare in the cluster's
+    assert stack_problems({"gpu1": ["hami"], "gpu2": ["gpushare"]}) == []
+
+
+def test_hami_and_nvidia_device_plugin_in_one_cluster_are_refused():
+    [problem] = stack_problems({"gpu1": ["hami"], "gpu2": ["nvidia_device_plugin"]})
+    assert "hami and nvidia_device_plugin both advertise nvidia.com/gpu" in problem
+    assert "choose one of them in gpu_sharing_stacks" in problem
+
+
+@pytest.mark.parametrize("version", ["1.18.20", "1.20.15", "1.22.17", "1.25.16", "1.29.10", "1.35.0"])
+def test_hamis_scheduler_reads_the_variant_of_its_kubernetes_version(version):
+    plan = _hami(version)
+    own, variant = plan["hami"], scheduler_variant(version)
+    assert own["enabled"] and own["name"] == "hami-scheduler" and own["release"] == "v2.6.0"
+    assert (own["config"]["kind"], own["config"]["apiVersion"]) == (variant["kind"], variant["api_version"])
+    assert own["image"] == f"registry.k8s.io/kube-scheduler:v{version}"
+    [extender] = own["config"]["extenders"]
+    assert extender["urlPrefix"] == "https://127.0.0.1:443"
+    assert (extender["filterVerb"], extender["bindVerb"]) == ("filter", "bind")
+    if variant["format"] == "policy":
+        assert own["command"][1] == "--policy-config-file=/etc/kubernetes/kgn-gpu-scheduler/config.json"
+        assert "--scheduler-name=hami-scheduler" in own["command"] and extender["enableHttps"] is True
+        assert extender["httpTimeout"] == 30 * 10**9
+    else:
+        assert own["command"] == ["/usr/local/bin/kube-scheduler",
+                                  "--config=/etc/kubernetes/kgn-gpu-scheduler/config.yaml"]
+        assert own["config"]["profiles"] == [{"schedulerName": "hami-scheduler"}]
+        assert "clientConnection" not in own["config"] and extender["enableHTTPS"] is True
+    certgen = "hami_certgen" if int(version.split(".")[1]) >= 22 else "hami_certgen_legacy"
+    assert sorted(plan["images"]) == sorted(["hami", certgen]) and own["certgen_image_key"] == certgen
+    assert [m["template"] for m in plan["manifests"]] == [
+        "hami/rbac.yml.j2", "hami/certgen-create.yml.j2", "hami/scheduler-config.yml.j2", "hami/scheduler.yml.j2",
+        "hami/device-plugin.yml.j2", "hami/webhook.yml.j2", "hami/certgen-patch.yml.j2"]
+
+
+def test_hami_images_honour_the_mirror_and_the_kube_scheduler_override():
+    plan = _hami(registry_mirror="mirror.local:5000")
+    assert plan["images"]["hami"] == "mirror.local:5000/projecthami/hami:v2.6.0"
+    assert plan["hami"]["image"] == "mirror.local:5000/kube-scheduler:v1.29.10"
+    plan = _hami(images=dict(HAMI_IMAGES, hami_kube_scheduler="harbor.lan/k8s/kube-scheduler:v1.29.10-hotfix"))
+    assert plan["hami"]["image"] == "harbor.lan/k8s/kube-scheduler:v1.29.10-hotfix"
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    ({"kubernetes_version": "1.17.17"}, "HAMi v2.6.0 supports Kubernetes 1.18 and newer"),
+    ({"kubernetes_version": "1.29"}, "set gpu_sharing_stacks_images.hami_kube_scheduler"),
+    ({"images": {"hami": ""}}, "gpu_sharing_stacks_images.hami is empty"),
+    ({"stacks": ["hami", "nvidia_device_plugin"]}, "hami and nvidia_device_plugin both advertise nvidia.com/gpu"),
+])
+def test_hami_refusals_say_what_to_fix(inputs, message):
+    with pytest.raises(KgnError, match=re.escape(message)):
+        _hami(**inputs)
+
+
+def test_hami_cannot_adopt_another_device_plugin():
+    inputs = {"kubernetes_version": "1.30.4", "stacks": ["hami"], "manifest_dir": DIR, "images": HAMI_IMAGES,
+              "control_plane_hosts": ["cp"], "existing_device_plugin": "adopt",
+              "manifests": {m["path"]: _manifest("ConfigMap", m["path"].replace("/", "-").replace(".", "-"), api="v1")
+                            for m in _hami("1.30.4")["manifests"]}}
+    with pytest.raises(KgnError, match=re.escape("cannot stand in for HAMi's device plugin")):
+        stacks_plan(inputs, _found([OKE_PLUGIN]))
+
+
+def test_taking_hami_out_removes_its_webhook_first_and_its_jobs_with_the_workloads():
+    live = [_live("ClusterRole", "hami-scheduler", "", "rbac.authorization.k8s.io", "hami"),
+            _live("Job", "hami-admission-create", group="batch", stack="hami"),
+            _live("DaemonSet", "hami-device-plugin", stack="hami"),
+            _live("Deployment", "hami-scheduler", stack="hami"),
+            _live("MutatingWebhookConfiguration", "hami-webhook", "", "admissionregistration.k8s.io", "hami")]
+    plan = stacks_plan(DP, {"files": [DP_FILE, "hami/webhook.yml"],
+                            "api": {"reachable": True, "objects": live, "custom_objects": {}}})
+    assert [(o["kind"], o["name"]) for o in plan["prune"]] == [
+        ("MutatingWebhookConfiguration", "hami-webhook"),  # no new pod is sent to a scheduler going away
+        ("Deployment", "hami-scheduler"), ("Job", "hami-admission-create"), ("DaemonSet", "hami-device-plugin"),
+        ("ClusterRole", "hami-scheduler")]
+    assert plan["remove_files"] == [f"{DIR}/hami/webhook.yml"]
