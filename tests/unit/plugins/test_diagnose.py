@@ -458,7 +458,8 @@ def test_a_check_mode_run_that_would_fix_a_check_calls_it_pending_not_failed():
     checks, verdict = judge({"scheduler": sched, "api": API_OK}, dict(CP_EXPECTED, pending=["kube_scheduler"]))
     assert verdict == "pending"
     assert checks["extender_reachable"]["status"] == "pending"
-    assert checks["extender_reachable"]["summary"].endswith("(pending: this check-mode run would change kube_scheduler)")
+    assert checks["extender_reachable"]["summary"].endswith(
+        "(pending: this check-mode run would change kube_scheduler)")
     # a concern the run would change does not excuse a check that depends on another one
     checks, verdict = judge({"scheduler": sched, "api": API_OK}, dict(CP_EXPECTED, pending=["nvidia_driver"]))
     assert (verdict, checks["extender_reachable"]["status"]) == ("failed", "failed")
