@@ -4,7 +4,7 @@
 # laid out by lab/playbooks/prepare.yml, then `site.yml --check --diff` with the example's own inventory plus
 # lab/examples/<name>.yml (only what cannot be the same here, each with its reason). Checked: no host failed or
 # unreachable, nothing changed on the nodes (files, packages, API objects), and the run's plans and report say
-# what lab/examples/expect/<name>.yml expects (lab/playbooks/check_example.yml). The example's nodes are removed afterwards.
+# what lab/examples/expect/<name>.yml expects (lab/playbooks/check_example.yml). The nodes are removed afterwards.
 #   examples.sh list          the examples that have a lab overlay
 #   examples.sh NAME|all      run one example, or all of them one after the other
 #   examples.sh down [NAME]   remove the example nodes (all of them without NAME)
@@ -201,6 +201,10 @@ main_examples() {
       done
       return $rc ;;
     *)
+      if ! examples | grep -qx -- "$cmd"; then
+        echo "examples: no example '$cmd' with a lab overlay; choose one of: $(examples | tr '\n' ' ')" >&2
+        return 2
+      fi
       bash "${BASH_SOURCE[0]}" _run "$cmd" || rc=$?
       [ -n "${KGN_EXAMPLES_KEEP:-}" ] || down_one "$cmd"
       return $rc ;;
