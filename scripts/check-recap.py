@@ -2,6 +2,7 @@
 """Read an ansible-playbook output and check its PLAY RECAP.
 
   check-recap.py --unchanged OUTPUT   every host ok, changed=0, failed=0, unreachable=0
+  check-recap.py --no-failures OUTPUT  every host failed=0, unreachable=0 (a --check run may plan changes)
   check-recap.py --hosts OUTPUT       print the hosts that appear in the recap
 """
 
@@ -25,7 +26,7 @@ def recap(text: str) -> dict[str, dict[str, int]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("--unchanged", "--hosts"):
+    if len(argv) != 3 or argv[1] not in ("--unchanged", "--no-failures", "--hosts"):
         print(__doc__, file=sys.stderr)
         return 2
     with open(argv[2], encoding="utf-8") as handle:
@@ -36,11 +37,13 @@ def main(argv: list[str]) -> int:
     if argv[1] == "--hosts":
         print("\n".join(sorted(hosts)))
         return 0
-    bad = {h: c for h, c in hosts.items() if c.get("changed") or c.get("failed") or c.get("unreachable")}
+    counted = ("failed", "unreachable") if argv[1] == "--no-failures" else ("changed", "failed", "unreachable")
+    bad = {h: c for h, c in hosts.items() if any(c.get(key) for key in counted)}
     for host, counts in sorted(hosts.items()):
         print(f"{host}: changed={counts.get('changed')} failed={counts.get('failed')}")
     if bad:
-        print(f"not idempotent or failing: {', '.join(sorted(bad))}", file=sys.stderr)
+        what = "failed or unreachable" if argv[1] == "--no-failures" else "not idempotent or failing"
+        print(f"{what}: {', '.join(sorted(bad))}", file=sys.stderr)
         return 1
     return 0
 

@@ -2,7 +2,7 @@
 # The one test command (`make test`, called by .ci/run). It sets up what it needs (venv,
 # collections, Docker daemon, node images, the stand-in NVIDIA repository) and runs every check.
 # Each step counts as one test; the last line is "N passed, N failed".
-#   scripts/test.sh [all|lint|unit|compat|molecule|lab] [molecule scenario...]
+#   scripts/test.sh [all|lint|unit|compat|molecule|lab|examples] [molecule scenario...]
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -52,7 +52,7 @@ pytest_run() {  # pytest exits 5 when it collects nothing, which is a failure he
 lint() {
   step "lint: yamllint" yamllint --strict .
   step "lint: ansible-lint (production profile)" ansible-lint --offline -q
-  step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods'
+  step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods lab/standins/crio'
   step "lint: ansible-doc lists every kgn.gpu_nodes filter documented" bash -c \
     "ansible-doc -t filter -l kgn.gpu_nodes 2>&1 | grep -E '^kgn\.gpu_nodes\.' > $logs/filters.txt; cat $logs/filters.txt; \
      test -s $logs/filters.txt && ! grep -q UNDOCUMENTED $logs/filters.txt"
@@ -150,6 +150,16 @@ lab() {
   # The upgraded node no longer matches the lab's inventory (535.261.03): leave no lab that the next
   # `ansible-playbook site.yml` would refuse.
   step "lab: the lab is taken down (its nodes no longer match the inventory)" bash scripts/lab/lab.sh down
+  examples
+}
+
+# Every example inventory end to end: nodes shaped like its hosts, `site.yml --check --diff` with its own
+# variables (plus lab/examples/<name>.yml), nothing changed, the plans and report it expects; nodes removed.
+examples() {
+  local name
+  for name in $(bash scripts/lab/examples.sh list); do
+    step "lab example: $name (site.yml --check --diff)" bash scripts/lab/examples.sh "$name"
+  done
 }
 
 case "$what" in
@@ -158,7 +168,8 @@ case "$what" in
   compat) compat ;;
   molecule) images; molecule_all "$@" ;;
   lab) images; lab ;;
+  examples) images; examples ;;
   all) lint; unit; compat; images; molecule_all; lab ;;
-  *) echo "usage: $0 [all|lint|unit|compat|molecule|lab] [scenario...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|lint|unit|compat|molecule|lab|examples] [scenario...]" >&2; exit 2 ;;
 esac
 finish

@@ -3,7 +3,7 @@
 Filters (documentation: the sidecar ``<filter>.yml`` files):
   verify_checks   observations of one host + what is expected -> list of checks
   diagnose        checks + the diagnosis catalog -> the same checks with known causes and fixes
-  verify_verdict  checks -> ok / degraded / failed
+  verify_verdict  checks -> ok / degraded / pending / failed
   verify_daemonsets  DaemonSet objects from the API -> [{name, namespace, args, desired, ready}]
   verify_own_schedulers  Deployments and MutatingWebhookConfigurations from the API -> {deployments, webhooks}
   verify_observed / verify_expected  the recorded states, the probe and the API -> what the checks read
@@ -11,8 +11,9 @@ Filters (documentation: the sidecar ``<filter>.yml`` files):
 
 A check is a plain dict ``{id, title, status, summary, evidence}``; status is one of
 ``ok`` (as expected), ``warn`` (degrades the node, e.g. no GPU on a lab node), ``failed``
-(GPU pods will not work as intended) or ``skipped`` (could not be checked, ``summary`` says why,
-e.g. "skipped: no API").
+(GPU pods will not work as intended), ``skipped`` (could not be checked, ``summary`` says why,
+e.g. "skipped: no API") or ``pending`` (failed, but a concern it depends on is what this check-mode run
+would change: ``site.yml --check`` on a fresh node predicts the fix instead of calling the node failed).
 
 The catalog is data (roles/gpu_node_verify/vars/main.yml): each entry names the check it
 explains, the evidence it needs (``when``), the cause and the fix. Entries are matched in order;
@@ -28,8 +29,27 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
-STATUSES = ("ok", "warn", "failed", "skipped")
-VERDICTS = ("ok", "degraded", "failed")
+STATUSES = ("ok", "warn", "failed", "skipped", "pending")
+VERDICTS = ("ok", "degraded", "pending", "failed")
+# The concerns (kgn_state_<concern>) whose change makes each check pass. In a check-mode run that would change
+# one of them, the check's failure is what the run would fix, not a fault: it is reported as pending.
+CONCERNS = {
+    "driver_package": ("nvidia_driver",),
+    "driver_loaded": ("nvidia_driver",),
+    "nvidia_smi": ("nvidia_driver",),
+    "runtime_registered": ("nvidia_container_toolkit", "container_runtime"),
+    "runtime_default": ("nvidia_container_toolkit", "container_runtime"),
+    "runtime_binary": ("nvidia_container_toolkit", "container_runtime"),
+    "runtime_current": ("nvidia_container_toolkit", "container_runtime"),
+    "device_plugin_socket": ("nvidia_container_toolkit", "container_runtime", "node_labels", "stacks"),
+    "node_labels": ("node_labels",),
+    "allocatable": ("nvidia_container_toolkit", "container_runtime", "node_labels", "stacks"),
+    "scheduler_config": ("kube_scheduler",),
+    "scheduler_flag": ("kube_scheduler",),
+    "scheduler_health": ("kube_scheduler",),
+    "extender_reachable": ("kube_scheduler", "stacks"),
+    "stack_args": ("stacks",),
+}
 NO_GPU = "no NVIDIA GPU present on this node"
 NO_API = "skipped: no API"
 
@@ -481,6 +501,12 @@ def verify_checks(observed, expected):
         if check["status"] == "failed" and check["id"] in waived:
             check["status"] = "warn"
             check["summary"] = f"{check['summary']} (waived on this inventory)"
+    pending = set(expected.get("pending") or [])
+    for check in checks:
+        would = sorted(pending.intersection(CONCERNS.get(check["id"], ())))
+        if check["status"] == "failed" and would:
+            check["status"] = "pending"
+            check["summary"] = f"{check['summary']} (pending: this check-mode run would change {', '.join(would)})"
     return checks
 
 
@@ -559,7 +585,8 @@ def diagnose(checks, catalog):
 
 
 def verify_verdict(checks):
-    """``failed`` if any check failed, ``degraded`` if any warned, else ``ok``."""
+    """``failed`` if any check failed, ``pending`` if any is pending (what a check-mode run would fix),
+    ``degraded`` if any warned, else ``ok``."""
     if not isinstance(checks, list):
         raise AnsibleFilterError(f"verify_verdict: input must be a list of checks, got {checks!r}")
     bad = [c for c in checks if not isinstance(c, dict) or c.get("status") not in STATUSES]
@@ -568,6 +595,8 @@ def verify_verdict(checks):
     statuses = {c["status"] for c in checks}
     if "failed" in statuses:
         return "failed"
+    if "pending" in statuses:
+        return "pending"
     if "warn" in statuses:
         return "degraded"
     return "ok"

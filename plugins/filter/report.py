@@ -183,11 +183,11 @@ def report(rows, meta=None):
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "host" in r for r in rows):
         raise AnsibleFilterError("report: input must be a list of rows from report_row")
     rows = sorted(rows, key=lambda r: r["host"])
-    summary = {v: sum(1 for r in rows if r.get("verdict") == v) for v in ("ok", "degraded", "failed")}
+    summary = {v: sum(1 for r in rows if r.get("verdict") == v) for v in ("ok", "degraded", "pending", "failed")}
     problems = []
     for row in rows:
         for check in row.get("checks") or []:
-            if check.get("status") in ("failed", "warn"):
+            if check.get("status") in ("failed", "pending", "warn"):
                 problems.append({
                     "host": row["host"],
                     "check": check.get("id"),
@@ -203,6 +203,14 @@ def _cell(value):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _counts(summary):
+    """'2 ok, 0 degraded, 1 failed', with the pending hosts of a check-mode run when there are any."""
+    pending = summary.get("pending")
+    pending = f"{pending} pending (this check-mode run would change them), " if pending else ""
+    return (f"{summary.get('ok', 0)} ok, {summary.get('degraded', 0)} degraded, {pending}"
+            f"{summary.get('failed', 0)} failed")
+
+
 def report_markdown(report):
     """Markdown: a title, the summary, the table, then each problem with causes and fixes."""
     if not isinstance(report, dict) or "rows" not in report:
@@ -212,8 +220,7 @@ def report_markdown(report):
     lines = ["# GPU node report", ""]
     if meta:
         lines += [", ".join(f"{k}: {v}" for k, v in meta.items()), ""]
-    lines += [f"**{summary.get('ok', 0)} ok, {summary.get('degraded', 0)} degraded, {summary.get('failed', 0)} "
-              f"failed**", ""]
+    lines += [f"**{_counts(summary)}**", ""]
     lines.append("| " + " | ".join(title for _, title in COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
     for row in report["rows"]:
@@ -247,7 +254,7 @@ def report_text(report):
     out.insert(1, "  ".join("-" * w for w in widths))
     summary = report.get("summary") or {}
     out.append("")
-    out.append(f"{summary.get('ok', 0)} ok, {summary.get('degraded', 0)} degraded, {summary.get('failed', 0)} failed")
+    out.append(_counts(summary))
     for problem in report.get("problems") or []:
         out.append(f"{problem['host']}: {problem['status'].upper()} {problem['title']}: {problem['summary']}")
         for item in problem["diagnosis"]:

@@ -141,7 +141,8 @@ def verify_observed(probe: object, states: object, api: object = None) -> dict:
 
 def verify_expected(settings: object, states: object) -> dict:
     """What one host should show: ``settings`` are the verify role's inputs (host, kinds, stacks,
-    expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, stack_sockets, stack_args); the
+    expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, stack_sockets, stack_args, check_mode:
+    whether the run is a check as a whole); the
     scheduler's variant, config file, flag, health URL and extenders come from its recorded plan."""
     if not isinstance(settings, dict):
         raise KgnError("verify_expected: settings must be a mapping")
@@ -176,6 +177,11 @@ def verify_expected(settings: object, states: object) -> dict:
         "stack_args": [a for stack in stacks for a in (settings.get("stack_args") or {}).get(stack, [])]
         if "control_plane" in kinds else [],
         "scheduler": {},
+        # in a run that is a check as a whole (site.yml --check; not verify.yml, whose check-mode refresh is how
+        # it sees drift), the concerns it would change: their checks are pending, not failed (verify_checks)
+        "pending": sorted(name for name, state in states.items()
+                          if isinstance(state, dict) and state.get("check_mode") and state.get("changed"))
+        if settings.get("check_mode") else [],
     }
     if "control_plane" in kinds:
         plan = _state(states, "kube_scheduler").get("plan") or {}

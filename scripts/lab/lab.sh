@@ -6,11 +6,13 @@
 #   lab.sh status    list the nodes and what runs on them
 #   lab.sh node NAME SUITE [engine:/var/lib/ENGINE]   start one extra node (used by bench/)
 #   lab.sh prepare [ansible-playbook args]            lay out the nodes of an inventory
+# Sourced (scripts/lab/examples.sh), it only defines the functions: start_node, wait_booted, ...
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$top"
 cache=${KGN_LAB_CACHE:-/var/cache/kgn-lab}
-label=kube-gpu-nodes.lab=1
+# The label that `lab.sh down` removes by; a script that sources this file sets its own first.
+label=${KGN_LAB_LABEL:-kube-gpu-nodes.lab=1}
 
 # name image extra-docker-args...
 nodes=(
@@ -20,8 +22,8 @@ nodes=(
   "kgn-gpu-containerd trixie engine:/var/lib/containerd"
 )
 
-start_node() {
-  local name=$1 suite=$2 extra=${3:-} args=()
+start_node() {  # start_node NAME SUITE [engine:/var/lib/ENGINE] [HOSTNAME (default NAME)]
+  local name=$1 suite=$2 extra=${3:-} hostname=${4:-$1} args=()
   if [ "$(docker inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" = true ]; then
     echo "lab: $name running"
     return 0
@@ -33,7 +35,7 @@ start_node() {
   # KGN_LAB_ARCHIVE names a node's own archive instead (bench/: many same-suite nodes at once).
   local archive=${KGN_LAB_ARCHIVE:-$cache/apt/$suite}
   mkdir -p "$archive/partial"
-  args=(--detach --name "$name" --hostname "$name" --label "$label"
+  args=(--detach --name "$name" --hostname "$hostname" --label "$label"
         --cap-add SYS_ADMIN --cgroupns=host --tmpfs /run --tmpfs /tmp
         -v /sys/fs/cgroup:/sys/fs/cgroup:rw
         -v "$archive:/var/cache/apt/archives"
@@ -111,14 +113,21 @@ status() {
   done
 }
 
-cmd=${1:-status}
-shift || true
-case "$cmd" in
-  up) up ;;
-  node) node "$@" ;;
-  prepare) ansible-playbook lab/playbooks/prepare.yml "$@" ;;
-  converge) converge "$@" ;;
-  down) down ;;
-  status) status ;;
-  *) echo "usage: $0 up|converge|down|status|node|prepare" >&2; exit 2 ;;
-esac
+main() {
+  local cmd=${1:-status}
+  shift || true
+  case "$cmd" in
+    up) up ;;
+    node) node "$@" ;;
+    prepare) ansible-playbook lab/playbooks/prepare.yml "$@" ;;
+    converge) converge "$@" ;;
+    down) down ;;
+    status) status ;;
+    *) echo "usage: $0 up|converge|down|status|node|prepare" >&2; exit 2 ;;
+  esac
+}
+
+# Run only when executed, not when sourced
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi

@@ -544,3 +544,18 @@ def test_hami_node_shows_nvidia_gpu_and_the_gpus_it_registered(annotations, labe
     assert checks["node_annotations"]["status"] == status
     if cause:
         assert causes(checks["node_annotations"]) == [cause]
+
+
+def test_a_check_mode_run_that_would_fix_a_check_calls_it_pending_not_failed():
+    sched = copy.deepcopy(SCHED_OK)
+    sched["extenders"][0].update(reachable=False, error="Connection refused")
+    checks, verdict = judge({"scheduler": sched, "api": API_OK}, dict(CP_EXPECTED, pending=["kube_scheduler"]))
+    assert verdict == "pending"
+    assert checks["extender_reachable"]["status"] == "pending"
+    assert checks["extender_reachable"]["summary"].endswith(
+        "(pending: this check-mode run would change kube_scheduler)")
+    # a concern the run would change does not excuse a check that depends on another one
+    checks, verdict = judge({"scheduler": sched, "api": API_OK}, dict(CP_EXPECTED, pending=["nvidia_driver"]))
+    assert (verdict, checks["extender_reachable"]["status"]) == ("failed", "failed")
+    assert d.verify_verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "failed"}]) == "failed"
+    assert d.verify_verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "warn"}]) == "pending"

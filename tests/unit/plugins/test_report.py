@@ -78,7 +78,7 @@ def test_report_counts_verdicts_and_lists_problems_with_causes():
     rows += r.report_unreached(["c-gone"])
     report = r.report(rows, {"generated": "20250101T000000Z"})
     assert [row["host"] for row in report["rows"]] == ["a-bad", "b-ok", "c-gone"]
-    assert report["summary"] == {"ok": 1, "degraded": 0, "failed": 2}
+    assert report["summary"] == {"ok": 1, "degraded": 0, "pending": 0, "failed": 2}
     by_check = {(p["host"], p["check"]): p for p in report["problems"]}
     assert by_check[("a-bad", "runtime_default")]["diagnosis"][0]["id"] == "docker_default_not_nvidia"
     assert by_check[("c-gone", "host_reached")]["status"] == "failed"

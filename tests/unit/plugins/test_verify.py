@@ -82,6 +82,16 @@ def test_the_scheduler_expectation_comes_from_its_recorded_plan():
     assert left_alone["scheduler"]["extender_paths"] == []
 
 
+def test_only_a_run_that_is_a_check_as_a_whole_has_pending_concerns():
+    states = {"kube_scheduler": {"plan": {}, "changed": True, "check_mode": True},
+              "stacks": {"changed": True, "check_mode": True}, "node_labels": {"changed": False, "check_mode": True},
+              "nvidia_driver": {"plan": {}, "changed": True, "check_mode": False}}
+    settings = {"host": "n", "kinds": ["gpu_node"], "stacks": []}
+    assert verify_expected({**settings, "check_mode": True}, states)["pending"] == ["kube_scheduler", "stacks"]
+    # playbooks/verify.yml: its concerns run in check mode to see drift, which stays a failure
+    assert verify_expected(settings, states)["pending"] == []
+
+
 def test_bad_input_is_refused():
     with pytest.raises(KgnError):
         verify_observed(None, {})
