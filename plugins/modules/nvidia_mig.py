@@ -165,10 +165,12 @@ def apply(module, smi, plan, ran):
     """Run the plan's commands in order, appending each command line run to ``ran``."""
     busy = [g for g in plan["gpus"] if g["change"] and g["busy"]]
     if busy:
-        raise KgnError("GPU {} still run processes (pid {}); a MIG change needs idle GPUs. Drain the node (the "
-                       "nvidia_mig role does when nvidia_mig_drain is not never) or stop them. Nothing was changed"
-                       .format(", ".join(str(g["index"]) for g in busy),
-                               ", ".join(str(p) for g in busy for p in g["busy"])))
+        raise KgnError("GPU {} {} processes (pid {}) and a MIG change needs idle GPUs. Drain the node first: the "
+                       "nvidia_mig role cordons and drains it when it has an API host (kube_api_host, or a "
+                       "kube_control_plane host of its cluster) and nvidia_mig_drain is auto or always; or stop the "
+                       "processes. Nothing was changed".format(
+                           ", ".join(str(g["index"]) for g in busy), "runs" if len(busy) == 1 else "run",
+                           ", ".join(str(p) for g in busy for p in g["busy"])))
     stopped = _stop(module, module.params["stop_services"])
     try:
         for step in plan["commands"]:

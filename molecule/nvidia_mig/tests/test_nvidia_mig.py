@@ -29,7 +29,7 @@ def test_idempotence_run_changed_nothing(host):
 
 
 def test_layout_is_live(host):
-    state = json.loads(host.file("/var/lib/kgn-lab/nvidia-smi/state.json").content_string)
+    state = json.loads(host.file("/root/state-before-refusal.json").content_string)
     gpu0, gpu1 = state["gpus"]
     assert (gpu0["mig_current"], gpu1["mig_current"]) == ("Enabled", "Enabled")
     assert sorted(gi["name"] for gi in gpu0["gis"]) == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
@@ -41,7 +41,17 @@ def test_misfit_layout_refused_without_change(host):
     refusal = host.file("/root/refusal.txt").content_string
     assert "GPU 0 (NVIDIA A100-PCIE-40GB): profiles 4g.20gb, 3g.20gb, 1g.5gb do not fit one A100-40GB GPU" in refusal
     assert "what fits: 4g.20gb, 3g.20gb (no room left)" in refusal
-    log = host.file("/var/log/kgn-lab/nvidia-smi.log").content_string
+    log = host.file("/root/refusal.log").content_string
     assert "nvidia-smi -q -x" in log and not _mutating(log)
     before = host.file("/root/state-before-refusal.json").content_string
-    assert json.loads(before) == json.loads(host.file("/var/lib/kgn-lab/nvidia-smi/state.json").content_string)
+    assert json.loads(before) == json.loads(host.file("/root/state-after-refusal.json").content_string)
+
+
+def test_busy_gpu_refused_without_change(host):
+    refusal = host.file("/root/busy-refusal.txt").content_string
+    assert "GPU 0 runs processes (pid 4242) and a MIG change needs idle GPUs" in refusal
+    assert "Nothing was changed" in refusal
+    log = host.file("/var/log/kgn-lab/nvidia-smi.log").content_string
+    assert "nvidia-smi -q -x" in log and not _mutating(log)
+    before = json.loads(host.file("/root/state-before-busy.json").content_string)
+    assert before == json.loads(host.file("/var/lib/kgn-lab/nvidia-smi/state.json").content_string)
