@@ -55,3 +55,17 @@ def test_busy_gpu_refused_without_change(host):
     assert "nvidia-smi -q -x" in log and not _mutating(log)
     before = json.loads(host.file("/root/state-before-busy.json").content_string)
     assert before == json.loads(host.file("/var/lib/kgn-lab/nvidia-smi/state.json").content_string)
+
+
+def test_check_mode_predicts_with_a_diff_and_changes_nothing(host):
+    # the role's planning task (check mode, its result registered); with --check it reports changed itself
+    result = json.loads(host.file("/root/check-mode.json").content_string)
+    assert result["plan"]["changed"] is True
+    assert result["diff"]["before"].startswith("GPU 0 (NVIDIA A100-PCIE-40GB): MIG 1g.5gb, 1g.5gb, 2g.10gb, 3g.20gb")
+    assert "GPU 1 (NVIDIA A100-PCIE-40GB): MIG 7g.40gb" in result["diff"]["before"]
+    assert result["diff"]["after"].count("MIG 1g.5gb, 1g.5gb, 2g.10gb, 3g.20gb") == 2
+    assert [g["change"] for g in result["plan"]["gpus"]] == [False, True]
+    assert "nvidia-smi -i 1 -mig 1" not in result["commands"]  # GPU 1 is in MIG mode already
+    assert "nvidia-smi mig -i 1 -dci" in result["commands"]
+    log = host.file("/var/log/kgn-lab/nvidia-smi.log").content_string
+    assert "nvidia-smi -q -x" in log and not _mutating(log)
