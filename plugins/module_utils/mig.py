@@ -625,3 +625,32 @@ def live_problems(plan, state):
             problems.append("GPU {}: instances are {}, wanted {}".format(
                 w["index"], ", ".join(cur["profiles"]) or "none", ", ".join(sorted(w["profiles"])) or "none"))
     return problems
+
+
+def mig_gpu_pods(answer):
+    """The running pods of a ``kubectl get pods -o json`` answer (text or parsed) that use NVIDIA GPU resources
+    (``nvidia.com/gpu``, ``nvidia.com/mig-*`` ... in a container's requests or limits), as "namespace/name": they
+    hold GPUs (or MIG devices) a layout change would take away, so the node is drained first."""
+    import json
+
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer or "{}")
+        except ValueError as err:
+            raise KgnError(f"mig_gpu_pods: kubectl did not answer JSON ({err})") from None
+    if not isinstance(answer, dict):
+        raise KgnError("mig_gpu_pods: input must be the output of kubectl get pods -o json")
+    found = []
+    for pod in answer.get("items") or []:
+        spec = pod.get("spec") or {}
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+        for container in containers:
+            resources = container.get("resources") or {}
+            names = set(resources.get("requests") or {}) | set(resources.get("limits") or {})
+            if any(n.startswith("nvidia.com/") for n in names):
+                meta = pod.get("metadata") or {}
+                found.append(f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}")
+                break
+    return sorted(found)

@@ -245,3 +245,22 @@ def test_live_problems():
         == ["GPU 0: MIG mode is off, wanted on (pending: a reboot makes it current)"]
     assert mig.live_problems(plan, [{"index": 0, "mig": True, "pending": True, "profiles": ["3g.20gb", "3g.20gb"],
                                      "complete": True}]) == []
+
+
+def test_gpu_pods_of_a_node():
+    answer = {"items": [
+        {"metadata": {"namespace": "ml", "name": "train"}, "status": {"phase": "Running"},
+         "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
+        {"metadata": {"namespace": "ml", "name": "infer"}, "status": {"phase": "Pending"},
+         "spec": {"containers": [{}, {"resources": {"requests": {"nvidia.com/mig-3g.20gb": "1"}}}]}},
+        {"metadata": {"namespace": "ml", "name": "done"}, "status": {"phase": "Succeeded"},
+         "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
+        {"metadata": {"namespace": "kube-system", "name": "nvidia-device-plugin-daemonset-x"},
+         "status": {"phase": "Running"}, "spec": {"containers": [{"resources": {}}]}},
+    ]}
+    assert mig.mig_gpu_pods(answer) == ["ml/infer", "ml/train"]
+    import json
+    assert mig.mig_gpu_pods(json.dumps(answer)) == ["ml/infer", "ml/train"]
+    assert mig.mig_gpu_pods('{"items": []}') == []
+    with pytest.raises(KgnError, match="did not answer JSON"):
+        mig.mig_gpu_pods("error: the server doesn't have a resource type")
