@@ -63,6 +63,7 @@ TITLES = {
     "runtime_binary": "the runtime binary the engine runs exists and executes",
     "runtime_current": "the engine runs the config files on disk",
     "device_plugin_socket": "device plugin socket registered with kubelet",
+    "mig_layout": "MIG mode and layout of each GPU as the inventory asks",
     "node_registered": "node registered in the API",
     "node_labels": "expected node labels present",
     "allocatable": "allocatable shows the stack's GPU resources",
@@ -262,6 +263,27 @@ def _device_plugin_check(device_plugin, expected, gpu_present):
     where = evidence["dir"] or "the kubelet device-plugins folder"
     return _check("device_plugin_socket", "failed", f"no device plugin socket under {where} "
                   f"(found: {', '.join(sockets) or 'none'})", **evidence)
+
+
+def _mig_check(found, expected):
+    """The live MIG layout per GPU (recorded by the nvidia_mig module) against nvidia_mig_layout."""
+    wanted = expected.get("mig_layout")
+    found = found or {}
+    gpus = found.get("gpus") or []
+    evidence = {"layout": wanted, "recorded_layout": found.get("layout"), "gpus": gpus,
+                "problems": found.get("problems") or []}
+    if wanted in ("", None):
+        return _check("mig_layout", "skipped", "skipped: MIG is not managed (nvidia_mig_layout is empty)", **evidence)
+    if not found.get("recorded"):
+        return _check("mig_layout", "failed", "no recorded MIG state: the nvidia_mig play did not run on this host",
+                      **evidence)
+    if found.get("layout") != wanted:
+        return _check("mig_layout", "failed", f"the MIG layout was last applied for {found.get('layout')!r}, the "
+                      f"inventory asks for {wanted!r}", **evidence)
+    if evidence["problems"]:
+        return _check("mig_layout", "failed", "; ".join(evidence["problems"]), **evidence)
+    return _check("mig_layout", "ok", "; ".join(f"GPU {g['index']}: {g['layout']}" for g in gpus) or "no GPU",
+                  **evidence)
 
 
 def _api_checks(api, expected, gpu_present, runtime_failed):
@@ -487,6 +509,8 @@ def verify_checks(observed, expected):
         checks += runtime_checks
         runtime_failed = any(c["status"] == "failed" for c in runtime_checks)
         checks.append(_device_plugin_check(observed.get("device_plugin"), expected, gpu_present))
+        if expected.get("mig_layout") not in ("", None):  # MIG not managed: no check, nothing to show
+            checks.append(_mig_check(observed.get("mig"), expected))
         checks += _api_checks(observed.get("api"), expected, gpu_present, runtime_failed)
     if "control_plane" in kinds:
         checks += _scheduler_checks(_need_dict(observed.get("scheduler"), "observed.scheduler"), expected)

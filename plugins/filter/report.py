@@ -22,6 +22,7 @@ COLUMNS = (
     ("driver", "driver"),
     ("cuda", "CUDA"),
     ("runtime", "runtime (default)"),
+    ("mig", "MIG"),
     ("scheduler", "scheduler config"),
     ("labels", "labels"),
     ("stack", "stack"),
@@ -106,6 +107,15 @@ def _stack_cell(expected, checks):
     return cell
 
 
+def _mig_cell(mig):
+    """MIG mode and layout per GPU, as the nvidia_mig module last saw them ("-" when MIG is not managed)."""
+    if not mig or not mig.get("recorded") or not mig.get("managed"):
+        return "-"
+    return "; ".join(f"GPU {g.get('index')}: {g.get('layout')}" + (" (mode change pending)"
+                                                                    if g.get("pending") != g.get("mig") else "")
+                     for g in mig.get("gpus") or []) or "no GPU"
+
+
 def report_row(observed, expected, checks, verdict):
     """One host's report row (plain dict): the table columns plus its checks."""
     for value, what in ((observed, "observed"), (expected, "expected")):
@@ -123,6 +133,7 @@ def report_row(observed, expected, checks, verdict):
         "driver": _driver_cell(observed.get("gpu") or {}) if gpu_node else "-",
         "cuda": ((observed.get("gpu") or {}).get("smi") or {}).get("cuda_version") or "-" if gpu_node else "-",
         "runtime": _runtime_cell(observed.get("runtime") or {}) if gpu_node else "-",
+        "mig": _mig_cell(observed.get("mig") or {}) if gpu_node else "-",
         "scheduler": _scheduler_cell(scheduler, checks),
         "labels": _labels_cell(checks) if gpu_node else "-",
         "stack": _stack_cell(expected, checks),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import runtime, scheduler, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED, version_string
 
@@ -42,6 +42,16 @@ CONTRACT = {
         "type": "str", "choices": ["none", "time-slicing", "mps"], "default": "none",
         "description": "how the NVIDIA device plugin shares a GPU (stacks, labels and verify read it)",
     },
+    "device_plugin_mig_strategy": {
+        "type": "str", "choices": list(mig.STRATEGIES), "default": "none",
+        "description": "the NVIDIA device plugin's migStrategy (stacks, the MIG role and verify read it)",
+    },
+    "nvidia_mig_layout": {
+        "type": "raw", "default": "",
+        "values": '`""` (not managed), `all-disabled`, `all-balanced`, `all-1g.10gb` …, or a list of '
+                  '`{devices, profiles}`',
+        "description": "the MIG layout of the node's GPUs (the nvidia_mig role and verify read it; docs/mig.md)",
+    },
     "gpushare_mps": {
         "type": "bool", "default": False,
         "description": "run the gpushare device plugin with MPS (stacks and labels read it)",
@@ -72,7 +82,7 @@ REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 MAGIC = {"inventory_file", "inventory_dir", "inventory_hostname", "inventory_hostname_short", "group_names",
          "groups", "playbook_dir", "omit", "role_names", "play_hosts", "hostvars", "environment"}
 DRIVER_VERSION = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
-TYPES = {"str": str, "list": list, "dict": dict, "bool": bool}
+TYPES = {"str": str, "list": list, "dict": dict, "bool": bool, "raw": object}
 
 
 def near(a: str, b: str) -> bool:
@@ -115,6 +125,8 @@ def value_problems(host: str, variables: dict) -> list:
             scheduler.scheduler_variant(variables["kubernetes_version"])
         except KgnError as err:
             problems.append(f"{host}: kubernetes_version: {err}")
+    if "nvidia_mig_layout" in variables and variables["nvidia_mig_layout"] is not None:
+        problems += [f"{host}: {problem}" for problem in mig.layout_problems(variables["nvidia_mig_layout"])]
     version = variables.get("gpu_driver_version")
     if isinstance(version, str) and version and not DRIVER_VERSION.match(version):
         problems.append(f"{host}: gpu_driver_version is {version!r}; write NVIDIA's version, e.g. \"535.216.01\", "

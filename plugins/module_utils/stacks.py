@@ -439,10 +439,13 @@ DEVICE_PLUGIN_IMAGES = ("k8s-device-plugin", "nvidia-device-plugin", "nvidia-gpu
 # Programs the same image also runs, which advertise no resource: GPU Feature Discovery, the MPS control
 # daemon, the config manager sidecar of the Helm chart.
 NOT_A_DEVICE_PLUGIN = ("gpu-feature-discovery", "mps-control-daemon", "config-manager")
+# The device plugin's migStrategy (k8s-device-plugin README): none, single, mixed.
+MIG_STRATEGIES = ("none", "single", "mixed")
 STACK_INPUTS = {
     "kubernetes_version": "", "stacks": [], "namespace": "kube-system",
     "manifest_dir": "/etc/kubernetes/kube-gpu-nodes/stacks", "device_plugin_release": "", "images": {},
-    "registry_mirror": "", "sharing": "none", "replicas": 4, "gpushare_mps": False, "secondary_scheduler": "auto",
+    "registry_mirror": "", "sharing": "none", "mig_strategy": "none", "replicas": 4, "gpushare_mps": False,
+    "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
     "samples": False, "existing_device_plugin": "refuse", "manifests": None,
 }
@@ -479,6 +482,12 @@ def _problems(p):
     elif p["sharing"] != "none" and "nvidia_device_plugin" not in (p["stacks"] or []):
         problems.append(f"gpu_sharing_stacks_device_plugin_sharing is {p['sharing']} but nvidia_device_plugin is "
                         f"not in gpu_sharing_stacks")
+    if p["mig_strategy"] not in MIG_STRATEGIES:
+        problems.append(f"gpu_sharing_stacks_device_plugin_mig_strategy is {p['mig_strategy']!r}; accepted: "
+                        f"{', '.join(MIG_STRATEGIES)}")
+    elif p["mig_strategy"] != "none" and p["sharing"] == "mps":
+        problems.append("the device plugin's MPS sharing does not run on MIG devices; set "
+                        "gpu_sharing_stacks_device_plugin_mig_strategy to none or the sharing to time-slicing or none")
     if not 2 <= p["replicas"] <= 48:
         problems.append(f"gpu_sharing_stacks_device_plugin_replicas must be 2-48, got {p['replicas']}")
     if p["existing_device_plugin"] not in EXISTING_DEVICE_PLUGIN:
@@ -836,7 +845,7 @@ def stacks_plan(inputs, observed=None):
     machine for a managed control plane).
 
     ``inputs``: the gpu_sharing_stacks settings (STACK_INPUTS: kubernetes_version, stacks, namespace,
-    manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
+    manifest_dir, device_plugin_release, images, registry_mirror, sharing, mig_strategy, replicas, gpushare_mps,
     secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples,
     existing_device_plugin) and, from the module, ``manifests``: ``{relative path: rendered text}`` of the planned
     templates.
@@ -881,6 +890,7 @@ def stacks_plan(inputs, observed=None):
         "sample_images": {s: stack_image(SAMPLE_IMAGES[s], p["registry_mirror"]) for s in stacks} if p["samples"]
         else {},
         "sharing": p["sharing"],
+        "mig_strategy": p["mig_strategy"],
         "replicas": p["replicas"],
         "gpushare_mps": p["gpushare_mps"],
         "secondary": secondary,

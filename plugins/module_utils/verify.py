@@ -10,6 +10,7 @@ API's view of the node).
 
 from __future__ import annotations
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks as catalog
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
@@ -121,6 +122,20 @@ def _scheduler(state: dict, probe: dict) -> dict:
     }
 
 
+def _mig(state: dict) -> dict:
+    """The MIG layout the nvidia_mig module recorded: its plan (layout, wanted state per GPU) and the live layout
+    per GPU it read last; what still differs from the plan is in ``problems``."""
+    if not state:
+        return {"recorded": False}
+    plan, live = state.get("plan") or {}, state.get("live") or {}
+    gpus = list(live.get("gpus") or [])
+    return {"recorded": True, "managed": bool(plan.get("managed")), "layout": plan.get("layout", ""),
+            "gpus": [{"index": g.get("index"), "mig": bool(g.get("mig")), "pending": bool(g.get("pending")),
+                      "profiles": list(g.get("profiles") or []),
+                      "layout": mig.describe(bool(g.get("mig")), list(g.get("profiles") or []))} for g in gpus],
+            "problems": mig.live_problems(plan, gpus) if plan.get("managed") else []}
+
+
 def verify_observed(probe: object, states: object, api: object = None) -> dict:
     """The observations of one host in the shape the checks read: ``{gpu, runtime, device_plugin,
     scheduler, api}`` from the recorded states (``{concern: kgn_state_<concern>}``), the probe (the
@@ -134,6 +149,7 @@ def verify_observed(probe: object, states: object, api: object = None) -> dict:
         observed["runtime"] = _runtime(_state(states, "container_runtime"),
                                        _state(states, "nvidia_container_toolkit"), probe)
         observed["device_plugin"] = probe.get("device_plugin") or {}
+        observed["mig"] = _mig(_state(states, "nvidia_mig"))
     if probe.get("control_plane"):
         observed["scheduler"] = _scheduler(_state(states, "kube_scheduler"), probe)
     return observed
@@ -161,6 +177,7 @@ def verify_expected(settings: object, states: object) -> dict:
         "expect_gpu": bool(settings.get("expect_gpu", True)),
         "waived": list(settings.get("waived") or []),
         "driver_version": settings.get("driver_version") or "",
+        "mig_layout": settings.get("mig_layout") if settings.get("mig_layout") is not None else "",
         "labels": labels,
         "labels_without_gpu": ({"nvidia.com/gpu.present": "false", **(settings.get("extra_labels") or {})}
                                if settings.get("labels_require_gpu", True) else None),

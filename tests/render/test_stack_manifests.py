@@ -43,14 +43,15 @@ CONFIGS = {  # a cluster runs several stacks on different nodes; together these 
     "dp-egpu": {"gpu_sharing_stacks": ["nvidia_device_plugin", "elastic_gpu"],
                 "gpu_sharing_stacks_samples_enabled": True},
     "dp-ts-gs": {"gpu_sharing_stacks": ["nvidia_device_plugin", "gpushare"],
-                 "device_plugin_sharing": "time-slicing",
+                 "device_plugin_sharing": "time-slicing", "device_plugin_mig_strategy": "mixed",
                  "gpu_sharing_stacks_namespace": "gpu-system",
                  "gpu_sharing_stacks_registry_mirror": "mirror.local:5000", "gpu_sharing_stacks_samples_enabled": True},
     "dp-mps-nano": {"gpu_sharing_stacks": ["nvidia_device_plugin", "nano_gpu"],
                     "device_plugin_sharing": "mps", "gpu_sharing_stacks_device_plugin_replicas": 8,
                     "gpu_sharing_stacks_samples_enabled": True},
     "dp-v011-gs-mps": {"gpu_sharing_stacks": ["nvidia_device_plugin", "gpushare"],
-                       "gpu_sharing_stacks_device_plugin_release": "v0.11.0", "gpushare_mps": True},
+                       "gpu_sharing_stacks_device_plugin_release": "v0.11.0", "gpushare_mps": True,
+                       "device_plugin_mig_strategy": "single"},
 }
 HOSTS = {f"k{v.replace('.', '-')}-{c}": (v, c) for v in VERSIONS for c in CONFIGS}
 # Managed control plane (OKE reference cluster): no kube_control_plane host, so a second kube-scheduler with the
@@ -264,7 +265,8 @@ def test_no_critical_pod_annotation_and_priority_class_everywhere(rendered):
 
 def test_device_plugin_variants(rendered):
     legacy = _by_kind(rendered, "k1-30-4-dp-v011-gs-mps", "DaemonSet", "nvidia-device-plugin-daemonset")
-    assert legacy["spec"]["template"]["spec"]["containers"][0]["args"] == ["--fail-on-init-error=false"]
+    assert legacy["spec"]["template"]["spec"]["containers"][0]["args"] == ["--fail-on-init-error=false",
+                                                                        "--mig-strategy=single"]
     assert legacy["spec"]["template"]["spec"]["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.11.0"
     config = _by_kind(rendered, "k1-30-4-dp-mps-nano", "ConfigMap", "nvidia-device-plugin-config")
     sharing = yaml.safe_load(config["data"]["config.yaml"])["sharing"]
@@ -273,6 +275,7 @@ def test_device_plugin_variants(rendered):
     assert "nvidia-device-plugin-mps-control-daemon" in names
     ts = _by_kind(rendered, "k1-30-4-dp-ts-gs", "ConfigMap", "nvidia-device-plugin-config")
     assert "timeSlicing" in yaml.safe_load(ts["data"]["config.yaml"])["sharing"]
+    assert yaml.safe_load(ts["data"]["config.yaml"])["flags"]["migStrategy"] == "mixed"
 
 
 def test_elastic_gpu_has_four_crds_and_the_reference_agent_placement(rendered):
