@@ -201,7 +201,8 @@ main_examples() {
       done
       return $rc ;;
     *)
-      if ! examples | grep -qx -- "$cmd"; then
+      # not grep -q: it would stop reading, and under pipefail the killed writer fails the test
+      if ! examples | grep -x -- "$cmd" >/dev/null; then
         echo "examples: no example '$cmd' with a lab overlay; choose one of: $(examples | tr '\n' ' ')" >&2
         return 2
       fi
