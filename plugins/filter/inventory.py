@@ -54,7 +54,10 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
         for options in role_inputs.values():
             given = {name: hv[name] for name in names if name in options}
             if given:
-                problems.extend(_input_value_problems(host, given, options))
+                typed = _input_value_problems(host, given, options)
+                problems.extend(typed)
+                if not typed:
+                    problems.extend(contract.input_problems(host, given))
     # Stack names and conflicts: the stack catalog decides. No control-plane host in the inventory means
     # nobody can give kube-scheduler an extender (a managed control plane), unless a second, in-cluster
     # kube-scheduler carries the extenders (gpu_sharing_stacks_secondary_scheduler, a cluster-wide setting

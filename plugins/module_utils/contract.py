@@ -8,11 +8,17 @@ controller-side filter passes in the hosts' variables and the roles' argument sp
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, runtime, scheduler, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels, mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED, version_string
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
+    KUBERNETES_SUPPORTED,
+    kubernetes_minor,
+    parse_version,
+    version_string,
+)
 
 STACKS = tuple(stacks._CATALOG)
 OBSERVED = ("container_runtime", "nvidia_driver", "nvidia_container_toolkit", "kube_scheduler", "node_labels",
@@ -131,6 +137,104 @@ def value_problems(host: str, variables: dict) -> list:
     if isinstance(version, str) and version and not DRIVER_VERSION.match(version):
         problems.append(f"{host}: gpu_driver_version is {version!r}; write NVIDIA's version, e.g. \"535.216.01\", "
                         'or "" to keep the installed one')
+    return problems
+
+
+# RFC 1123: a Kubernetes node name is a DNS subdomain, a namespace a DNS label.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"^(?=.{{1,253}}$){_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_DNS_LABEL_RE = re.compile(rf"^{_DNS_LABEL}$")
+
+
+def _node_name(name, value):
+    if isinstance(value, str) and _DNS_SUBDOMAIN.match(value):
+        return []
+    return [f"{name} is {value!r}; a Kubernetes node name is lower-case letters, digits, '-' and '.' (RFC 1123, at "
+            f"most 253 characters), as `kubectl get nodes` lists it"]
+
+
+def _namespace(name, value):
+    if isinstance(value, str) and _DNS_LABEL_RE.match(value):
+        return []
+    return [f"{name} is {value!r}; a namespace is lower-case letters, digits and '-' (RFC 1123, at most 63)"]
+
+
+def _ip_or_empty(name, value):
+    try:
+        if value == "" or ipaddress.ip_address(value):
+            return []
+    except ValueError:
+        pass
+    return [f"{name} is {value!r}; write the node's IP address, or \"\" to use the default-route address"]
+
+
+def _version_or_empty(name, value):
+    if value == "":
+        return []
+    try:
+        parse_version(value, name)
+    except KgnError as err:
+        return [str(err)]
+    return []
+
+
+def _driver_version(name, value):
+    if value == "" or (isinstance(value, str) and DRIVER_VERSION.match(value)):
+        return []
+    return [f"{name} is {value!r}; write NVIDIA's version, e.g. \"535.216.01\", or \"\" to keep the installed one"]
+
+
+def _kubernetes_version(newest):
+    def check(name, value):
+        if value == "":
+            return []
+        try:
+            if newest:
+                scheduler.scheduler_variant(value)
+            else:
+                kubernetes_minor(value, name, newest=False)
+        except KgnError as err:
+            return [f"{name}: {err}" if not str(err).startswith(name) else str(err)]
+        return []
+    return check
+
+
+def _images(name, value):
+    return [f"{name}: {key} is {image!r}; write an image reference such as registry.example.com/repo/name:tag"
+            for key, image in (value or {}).items()
+            if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)]
+
+
+# Role inputs whose values the argument specs cannot check (free-form strings and mappings): checked here, in the
+# first play, by the same functions the modules use, so a bad value stops the run before any host is touched.
+INPUT_CHECKS = {
+    "gpu_node_labels_extra": lambda name, value: labels.extra_label_problems(value, name),
+    "gpu_node_verify_extra_labels": lambda name, value: labels.extra_label_problems(value, name),
+    "gpu_node_labels_node_name": _node_name,
+    "gpu_node_verify_node_name": _node_name,
+    "nvidia_mig_node_name": _node_name,
+    "gpu_sharing_stacks_namespace": _namespace,
+    "nvidia_mig_device_plugin_namespace": _namespace,
+    "kube_scheduler_extender_node_ip": _ip_or_empty,
+    "nvidia_driver_version": _driver_version,
+    "gpu_node_verify_driver_version": _driver_version,
+    "cuda_toolkit_driver_version": _driver_version,
+    "cuda_toolkit_version": _version_or_empty,
+    "nvidia_container_toolkit_version": _version_or_empty,
+    "kube_scheduler_extender_kubernetes_version": _kubernetes_version(newest=True),
+    "gpu_sharing_stacks_kubernetes_version": _kubernetes_version(newest=False),
+    "nvidia_container_runtime_kubernetes_version": _kubernetes_version(newest=False),
+    "gpu_sharing_stacks_images": _images,
+}
+
+
+def input_problems(host: str, values: dict) -> list:
+    """What is wrong with the role inputs an inventory gives (beyond their argument specs' types and choices)."""
+    problems = []
+    for name, value in values.items():
+        check = INPUT_CHECKS.get(name)
+        if check is not None and value is not None:
+            problems += [f"{host}: {text}" for text in check(name, value)]
     return problems
 
 

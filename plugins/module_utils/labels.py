@@ -125,17 +125,51 @@ def node_gpu_problems(gpu_facts, stacks=None, sharing="none", gpushare_mps=False
     return problems
 
 
-def _check_labels(labels, what):
+# Kubernetes reserves these prefixes for its core components ("Labels and Selectors", kubernetes.io docs);
+# node-role.kubernetes.io/ is the documented exception that cluster admins set themselves. kube-gpu-nodes.io/
+# holds this project's own bookkeeping (the managed-labels annotation, the Volta MPS label).
+_RESERVED_PREFIXES = ("kubernetes.io/", "k8s.io/", "kube-gpu-nodes.io/")
+_RESERVED_SUFFIXES = (".kubernetes.io/", ".k8s.io/")
+_ALLOWED_RESERVED = ("node-role.kubernetes.io/",)
+
+
+def label_problems(labels, what):
+    """Every key and value of ``labels`` that the API server would refuse, one message each (empty = fine)."""
     if not isinstance(labels, dict):
-        raise KgnError(f"{what} must be a dict of label key -> string value, got {type(labels).__name__}")
+        return [f"{what} must be a dict of label key -> string value, got {type(labels).__name__}"]
+    problems = []
     for key, value in labels.items():
         if not isinstance(key, str) or not _KEY_RE.match(key):
-            raise KgnError(f"{what}: {key!r} is not a valid Kubernetes label key")
-        if value is not None and (not isinstance(value, str) or not _VALUE_RE.match(value)):
-            raise KgnError(
-                f"{what}: value {value!r} of {key!r} is not a valid label value (a string of at most 63 characters; "
-                f"quote true/false/numbers in YAML)"
+            problems.append(f"{what}: {key!r} is not a valid Kubernetes label key (an optional DNS prefix and '/', "
+                            f"then at most 63 characters: letters, digits, '-', '_', '.', alphanumeric at both ends)")
+        elif value is not None and (not isinstance(value, str) or not _VALUE_RE.match(value)):
+            problems.append(
+                f"{what}: value {value!r} of {key!r} is not a valid label value (a string of at most 63 characters: "
+                f"letters, digits, '-', '_', '.', alphanumeric at both ends; quote true/false/numbers in YAML)"
             )
+    return problems
+
+
+def _check_labels(labels, what):
+    problems = label_problems(labels, what)
+    if problems:
+        raise KgnError(problems[0])
+
+
+def extra_label_problems(extra, what="gpu_node_labels_extra"):
+    """What is wrong with the extra labels an inventory asks for: invalid keys or values, and keys under a
+    prefix Kubernetes or this project reserves (checked in the first play, before any host is touched)."""
+    problems = label_problems(extra, what)
+    if problems or not isinstance(extra, dict):
+        return problems
+    for key in extra:
+        prefix = key.split("/", 1)[0] + "/" if "/" in key else ""
+        if prefix and not prefix.startswith(_ALLOWED_RESERVED) and (
+                prefix in _RESERVED_PREFIXES or prefix.endswith(_RESERVED_SUFFIXES)):
+            owner = "this project's own bookkeeping" if prefix == "kube-gpu-nodes.io/" else "Kubernetes core components"
+            problems.append(f"{what}: {key!r} uses the prefix {prefix}, which is reserved for {owner}; "
+                            f"choose a prefix of your own (e.g. example.com/{key.split('/', 1)[1]})")
+    return problems
 
 
 def node_label_patch(desired, current_labels=None, current_annotations=None, overwrite_foreign=False):
@@ -251,7 +285,9 @@ def _node_settings(host, settings):
     if not isinstance(merged["gpu_facts"], dict):
         raise KgnError(f"{host}: the GPU facts must be the gpu_facts module result (a mapping), "
                        f"got {type(merged['gpu_facts']).__name__}")
-    _check_labels(merged["extra"], f"{host}: gpu_node_labels_extra")
+    problems = extra_label_problems(merged["extra"], f"{host}: gpu_node_labels_extra")
+    if problems:
+        raise KgnError("; ".join(problems))
     return merged
 
 
