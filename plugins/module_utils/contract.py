@@ -12,7 +12,11 @@ import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED, version_string
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
+    ALLOW_NEWER,
+    KUBERNETES_SUPPORTED,
+    version_string,
+)
 
 STACKS = tuple(stacks._CATALOG)
 OBSERVED = ("container_runtime", "nvidia_driver", "nvidia_container_toolkit", "kube_scheduler", "node_labels",
@@ -25,6 +29,11 @@ CONTRACT = {
         "type": "str", "required": True,
         "values": f'`"{_OLDEST}"` … `"{_NEWEST}"`, quoted, e.g. `"1.23.1"`, `"v1.27.3"`, `"1.27.3+k3s1"`',
         "description": "the cluster's Kubernetes version",
+    },
+    ALLOW_NEWER: {
+        "type": "bool", "default": False,
+        "description": f"run a Kubernetes minor newer than {_NEWEST} (the newest known) with the {_NEWEST} config "
+                       "variant; the run and the report say so (docs/versions.md)",
     },
     "kube_scheduler_style": {
         "type": "str", "choices": ["auto", "kubeadm", "systemd"], "default": "auto",
@@ -122,7 +131,7 @@ def value_problems(host: str, variables: dict) -> list:
             problems.append(f"{host}: {name} is {value!r}; accepted values: {', '.join(choices)}")
     if "kubernetes_version" in variables and variables["kubernetes_version"] is not None:
         try:
-            scheduler.scheduler_variant(variables["kubernetes_version"])
+            scheduler.scheduler_variant(variables["kubernetes_version"], variables.get(ALLOW_NEWER) is True)
         except KgnError as err:
             problems.append(f"{host}: kubernetes_version: {err}")
     if "nvidia_mig_layout" in variables and variables["nvidia_mig_layout"] is not None:

@@ -86,6 +86,7 @@ DEFAULTS = {
     "tls": {},
     "backup_dir": "/etc/kubernetes/kgn-backups",
     "prevalidate": True,
+    "allow_newer": False,
     "assume": {},
 }
 STYLES = ("auto", "kubeadm", "systemd")
@@ -203,6 +204,9 @@ def _inputs(inputs: object) -> dict:
     if merged["kube_proxy_mode"] not in PROXY_MODES:
         raise KgnError(f"kube_scheduler_extender_kube_proxy_mode is {merged['kube_proxy_mode']!r}; choose one of "
                        f"{', '.join(PROXY_MODES)}")
+    if not isinstance(merged["allow_newer"], bool):
+        raise KgnError(f"kube_scheduler_extender_allow_newer (kubernetes_version_allow_newer) must be true or false, "
+                       f"got {merged['allow_newer']!r}")
     if not isinstance(merged["extra_extenders"], list):
         raise KgnError("kube_scheduler_extender_extra_extenders must be a list of extenders in the neutral form")
     merged["kubernetes_version"] = str(merged["kubernetes_version"] or "").strip()
@@ -581,9 +585,10 @@ def restart_manifest(plan: dict, stamp: str) -> dict:
 def scheduler_plan(inputs: object, observed: object) -> dict:
     """The kube-scheduler section of the host plan.
 
-    Returns ``{action, left_alone, reason, style, version, version_source, variant, kubeconfig, config,
-    current_argv, argv, health_url, extender_urls, extenders, files, remove, manifest, unit, dropin, watch,
-    prevalidate, assumed}``. ``action`` is ``configure`` (the extenders are wanted), ``remove`` (none is
+    Returns ``{action, left_alone, reason, style, version, version_source, variant, newer_than_known, version_note,
+    kubeconfig, config, current_argv, argv, health_url, extender_urls, extenders, files, remove, manifest, unit,
+    dropin, watch, prevalidate, assumed}``. ``newer_than_known``/``version_note``: the cluster runs a minor newer
+    than the newest known one and gets that one's variant (``allow_newer``); the run and the report say the note. ``action`` is ``configure`` (the extenders are wanted), ``remove`` (none is
     wanted and the scheduler runs on this project's config: back to the installer's command) or ``leave``
     (none is wanted and the scheduler does not run on this project's config: nothing changes). ``files`` are
     ``{path, content, mode}`` in the order they are written (the config before the manifest that mounts it);
@@ -601,7 +606,8 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     style = _style(inputs, observed)
     plan = {
         "action": "leave", "left_alone": True, "reason": "", "style": style, "version": None,
-        "version_source": "", "variant": None, "kubeconfig": None, "config": None, "current_argv": [],
+        "version_source": "", "variant": None, "newer_than_known": False, "version_note": "",
+        "kubeconfig": None, "config": None, "current_argv": [],
         "argv": [], "health_url": None, "extender_urls": urls, "extenders": extenders, "files": [], "remove": [],
         "manifest": inputs["kubeadm_manifest"] if style == "kubeadm" else None,
         "unit": inputs["systemd_unit"] if style == "systemd" else None,
@@ -619,12 +625,14 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     files = observed.get("files") or {}
     try:
         version, source = _version(style, inputs, observed, current, rendering)
-        variant = scheduler_variant(version)
+        variant = scheduler_variant(version, inputs["allow_newer"])
     except KgnError:
         if extenders:
             raise
         version, source, variant = None, "", None
-    plan.update(version=version, version_source=source, variant=variant)
+    plan.update(version=version, version_source=source, variant=variant,
+                newer_than_known=bool(variant and variant["newer_than_known"]),
+                version_note=(variant or {}).get("note") or "")
     unit_files = [inputs["kubeadm_manifest"]] if style == "kubeadm" else current["unit_files"]
 
     if not extenders:
@@ -665,7 +673,8 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     existing_text = files.get(existing_path) if existing_path else None
     existing = yaml_load(existing_text, f"the scheduler's current config {existing_path}") if existing_text else None
     replaced = _stack_extenders_to_replace(existing, existing_path, extenders)
-    document = scheduler_config(version, extenders, kubeconfig, existing or None, replace_resources=replaced)
+    document = scheduler_config(version, extenders, kubeconfig, existing or None, replace_resources=replaced,
+                                allow_newer=inputs["allow_newer"])
     text = config_text(document, variant)
     config = {"path": variant["path"], "content": text, "mode": "0644"}
     if style == "kubeadm":

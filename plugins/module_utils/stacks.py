@@ -447,7 +447,7 @@ STACK_INPUTS = {
     "registry_mirror": "", "sharing": "none", "mig_strategy": "none", "replicas": 4, "gpushare_mps": False,
     "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
-    "samples": False, "existing_device_plugin": "refuse", "manifests": None,
+    "samples": False, "existing_device_plugin": "refuse", "allow_newer": False, "manifests": None,
 }
 
 
@@ -464,7 +464,7 @@ def _stack_inputs(inputs):
     merged["manifest_dir"] = merged["manifest_dir"].rstrip("/") or "/"
     if not isinstance(merged["images"], dict):
         raise KgnError(f"gpu_sharing_stacks_images must be a mapping component -> image, got {merged['images']!r}")
-    for key in ("gpushare_mps", "samples"):
+    for key in ("gpushare_mps", "samples", "allow_newer"):
         if not isinstance(merged[key], bool):
             raise KgnError(f"stacks_plan: {key} must be true or false, got {merged[key]!r}")
     if isinstance(merged["replicas"], str) and merged["replicas"].isdigit():
@@ -546,7 +546,7 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
     where it does not apply.
     """
     version = p["kubernetes_version"]
-    variant = scheduler.scheduler_variant(version)
+    variant = scheduler.scheduler_variant(version, p["allow_newer"])
     if not image:
         match = re.match(r"^v?(\d+\.\d+\.\d+)", str(version))
         if not match:
@@ -556,7 +556,7 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
                 f"plane's full version (e.g. 1.25.4) or set {setting}. Nothing was changed.")
         image = f"registry.k8s.io/kube-scheduler:v{match.group(1)}"
     if variant["format"] == "policy":
-        config = scheduler.scheduler_config(version, extenders)
+        config = scheduler.scheduler_config(version, extenders, allow_newer=p["allow_newer"])
         config_file = "config.json"
         command = ["/usr/local/bin/kube-scheduler", f"--policy-config-file={SECONDARY_CONFIG_DIR}/{config_file}",
                    f"--scheduler-name={name}", "--leader-elect=true", "--leader-elect-resource-lock=leases",
@@ -572,14 +572,15 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
             "profiles": [{"schedulerName": name}],
         }
         # kubeconfig "" with in_cluster: the pod's service account (client-go in-cluster config)
-        config = scheduler.scheduler_config(version, extenders, "", settings, True)
+        config = scheduler.scheduler_config(version, extenders, "", settings, True, allow_newer=p["allow_newer"])
         config_file = "config.yaml"
         command = ["/usr/local/bin/kube-scheduler", f"--config={SECONDARY_CONFIG_DIR}/{config_file}"]
     return {
         "enabled": True,
         "name": name,
         "image": stack_image(image, p["registry_mirror"]),
-        "variant": {k: variant[k] for k in ("format", "kind", "api_version")},
+        "variant": {k: variant[k] for k in ("format", "kind", "api_version", "variant_minor", "newer_than_known")},
+        "version_note": variant["note"],
         "config": config,
         "config_dir": SECONDARY_CONFIG_DIR,
         "config_file": config_file,
@@ -594,7 +595,7 @@ def _secondary(p, catalog):
     if not enabled:
         return {"enabled": False}
     version = p["kubernetes_version"]
-    if scheduler.scheduler_variant(version)["format"] == "policy":
+    if scheduler.scheduler_variant(version, p["allow_newer"])["format"] == "policy":
         raise KgnError(
             f"gpu_sharing_stacks_secondary_scheduler: the second kube-scheduler is configured with a "
             f"KubeSchedulerConfiguration (Kubernetes 1.19+), but gpu_sharing_stacks_kubernetes_version is {version}, "

@@ -104,6 +104,13 @@ options:
     description: Check a KubeSchedulerConfiguration with the host's scheduler binary first (systemd style).
     type: bool
     default: true
+  allow_newer:
+    description:
+      - Run a Kubernetes minor newer than the newest this project knows with the newest known one's config variant
+        (the inventory's C(kubernetes_version_allow_newer)); the run warns and the plan records it. Without it such
+        a minor is refused, naming the newest known one.
+    type: bool
+    default: false
   observed:
     description: What the host shows, for a render (RV(observed) of an earlier run; C(kgn_observed_kube_scheduler)).
     type: dict
@@ -178,7 +185,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
 
 INPUTS = ("kubernetes_version", "style", "kubeadm_manifest", "systemd_unit", "kubeconfig", "stacks",
           "extra_extenders", "url_mode", "kube_proxy_mode", "node_ip", "cluster_ips", "urls", "tls", "backup_dir",
-          "prevalidate")
+          "prevalidate", "allow_newer")
 # The lab's stand-in kubelet writes each static pod's output here (a real kubelet: crictl logs).
 STANDIN_LOG = "/var/lib/kubelet-standin/kube-scheduler.log"
 
@@ -505,6 +512,7 @@ def main():
             "backup_dir": {"type": "path", "default": "/etc/kubernetes/kgn-backups"},
             "health_timeout": {"type": "int", "default": 120},
             "prevalidate": {"type": "bool", "default": True},
+            "allow_newer": {"type": "bool", "default": False},
             "render_dir": {"type": "path"},
             "render_host": {"type": "str"},
             "observed": {"type": "dict", "default": {}},
@@ -529,6 +537,8 @@ def run(module):
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     result = {"plan": plan, "observed": observed, "left_alone": plan["left_alone"],
               "left_alone_reason": plan["reason"] if plan["left_alone"] else "", "repaired": []}
+    if plan["version_note"]:
+        module.warn(plan["version_note"])  # the opt-in for a newer minor is said on every run that uses it
     if rendering:
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "kube_scheduler")
         host.say(module, assumed=plan["assumed"])

@@ -14,7 +14,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
 
 plan_of = scheduler_plan.scheduler_plan
 
-MINORS = list(range(16, 37))
+MINORS = list(range(16, 38))
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
 POLICY = "/etc/kubernetes/scheduler-policy-config.json"
 MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
@@ -334,6 +334,21 @@ def test_a_later_drop_in_of_the_admin_is_kept_in_the_rebuilt_execstart():
     plan = plan_of(inputs(), observed)
     assert plan["argv"] == [*KUBEASZ_ARGV, "--v=4", f"--config={CONFIG}"]
     assert f"ExecStart rebuilt from {UNIT} + {admin}" in plan["files"][1]["content"]
+
+
+@pytest.mark.parametrize("style", ["kubeadm", "systemd"])
+def test_a_newer_minor_is_refused_and_the_opt_in_plans_the_newest_known_variant_and_says_so(style):
+    observed = kubeadm_observed(kubeadm_text("1.38.2")) if style == "kubeadm" else systemd_observed(version="1.38.2")
+    with pytest.raises(KgnError, match="newer than 1.37, the newest release .* kubernetes_version_allow_newer: true"):
+        plan_of(inputs(), observed)
+    plan = plan_of(inputs(allow_newer=True), observed)
+    known = plan_of(inputs(), kubeadm_observed(kubeadm_text("1.37.0")) if style == "kubeadm"
+                    else systemd_observed(version="1.37.0"))
+    assert plan["version"] == "1.38.2" and plan["newer_than_known"] is True and known["newer_than_known"] is False
+    assert "is newer than 1.37" in plan["version_note"] and plan["variant"]["variant_minor"] == "1.37"
+    assert plan["config"]["text"] == known["config"]["text"]  # the 1.37 document
+    with pytest.raises(KgnError, match="must be true or false"):
+        plan_of(inputs(allow_newer="yes"), observed)
 
 
 # --- extender URLs ------------------------------------------------------------------------------------------------
