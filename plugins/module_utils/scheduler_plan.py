@@ -588,12 +588,12 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     Returns ``{action, left_alone, reason, style, version, version_source, variant, newer_than_known, version_note,
     kubeconfig, config, current_argv, argv, health_url, extender_urls, extenders, files, remove, manifest, unit,
     dropin, watch, prevalidate, assumed}``. ``newer_than_known``/``version_note``: the cluster runs a minor newer
-    than the newest known one and gets that one's variant (``allow_newer``); the run and the report say the note. ``action`` is ``configure`` (the extenders are wanted), ``remove`` (none is
-    wanted and the scheduler runs on this project's config: back to the installer's command) or ``leave``
-    (none is wanted and the scheduler does not run on this project's config: nothing changes). ``files`` are
-    ``{path, content, mode}`` in the order they are written (the config before the manifest that mounts it);
-    ``remove`` are ``{path, content: None}``, removed after. ``watch`` are the files the running scheduler
-    must have been started after.
+    than the newest known one and gets that one's variant (``allow_newer``); the run and the report say the note.
+    ``action`` is ``configure`` (the extenders are wanted), ``remove`` (none is wanted and the scheduler runs on
+    this project's config: back to the installer's command) or ``leave`` (none is wanted and the scheduler does not
+    run on this project's config: nothing changes). ``files`` are ``{path, content, mode}`` in the order they are
+    written (the config before the manifest that mounts it); ``remove`` are ``{path, content: None}``, removed after.
+    ``watch`` are the files the running scheduler must have been started after.
     """
     inputs = _inputs(inputs)
     if observed is not None and not isinstance(observed, dict):

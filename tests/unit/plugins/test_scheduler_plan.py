@@ -339,7 +339,7 @@ def test_a_later_drop_in_of_the_admin_is_kept_in_the_rebuilt_execstart():
 @pytest.mark.parametrize("style", ["kubeadm", "systemd"])
 def test_a_newer_minor_is_refused_and_the_opt_in_plans_the_newest_known_variant_and_says_so(style):
     observed = kubeadm_observed(kubeadm_text("1.38.2")) if style == "kubeadm" else systemd_observed(version="1.38.2")
-    with pytest.raises(KgnError, match="newer than 1.37, the newest release .* kubernetes_version_allow_newer: true"):
+    with pytest.raises(KgnError, match=r"newer than 1\.37, the newest release .* kubernetes_version_allow_newer: true"):
         plan_of(inputs(), observed)
     plan = plan_of(inputs(allow_newer=True), observed)
     known = plan_of(inputs(), kubeadm_observed(kubeadm_text("1.37.0")) if style == "kubeadm"

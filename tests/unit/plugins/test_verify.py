@@ -77,7 +77,8 @@ def test_a_newer_minor_on_the_newest_known_variant_reaches_the_report():
             "newer_than_known": True, "version_note": variant["note"]}
     expected = verify_expected({"host": "cp", "kinds": ["control_plane"], "stacks": ["gpushare"]},
                                {"kube_scheduler": {"plan": plan}})
-    assert expected["scheduler"]["variant_minor"] == "1.37" and "newer than 1.37" in expected["scheduler"]["version_note"]
+    assert expected["scheduler"]["variant_minor"] == "1.37"
+    assert "newer than 1.37" in expected["scheduler"]["version_note"]
     assert "1.37 variant for a newer Kubernetes (kubernetes_version_allow_newer)" in _scheduler_cell(
         expected["scheduler"], [])
 
