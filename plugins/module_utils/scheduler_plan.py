@@ -4,8 +4,8 @@ GPU-sharing extenders (or take it back to the installer's own command when no ex
 ``scheduler_plan(inputs, observed)`` is pure: ``inputs`` are the kube_scheduler_extender role's settings,
 ``observed`` what the node shows (read by the kgn.gpu_nodes.kube_scheduler module, or recorded by its last
 run as ``kgn_observed_kube_scheduler``, or missing for a render from inventory data alone: then the
-installers' own layouts given in ``inputs['assume']`` are used and every such assumption is listed in
-``assumed``). The decisions themselves are the filters' code: ``scheduler.py`` (variant and document),
+installers' own layouts are used (kubeadm's manifest of the version from scheduler_kubeadm.py, kubeasz's ExecStart
+given in ``inputs['assume']``) and every such assumption is listed in ``assumed``). The decisions themselves are the filters' code: ``scheduler.py`` (variant and document),
 ``scheduler_patch.py`` (URLs, ExecStart, flags, static pod) and ``stacks.py`` (the stacks' extenders).
 
 The observation (all keys optional)::
@@ -36,6 +36,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import (
     scheduler_variant,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_api import classify, existing_extenders
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_kubeadm import kubeadm_scheduler_pod
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (
     CHECKSUM_ANNOTATION,
     CONFIG_FLAGS,
@@ -237,8 +238,10 @@ def _assumed_observation(inputs: dict, observed: dict, assumed: list) -> dict:
     if style == "kubeadm":
         text = assume.get("kubeadm_manifest")
         if not text:
-            raise KgnError("scheduler_plan: nothing is observed of this host and no kubeadm manifest to assume was "
-                           "given (assume.kubeadm_manifest)")
+            if not inputs["kubernetes_version"]:
+                raise KgnError("rendering the scheduler config needs kubernetes_version (quoted, e.g. \"1.23.1\"): "
+                               "without contacting the host it cannot be detected")
+            text = yaml_dump(kubeadm_scheduler_pod(inputs["kubernetes_version"]))
         observed["manifest"] = {"path": inputs["kubeadm_manifest"], "text": text, "mode": MANIFEST_MODE}
         assumed.append(f"{inputs['kubeadm_manifest']} is kubeadm's own manifest for this version (no observation "
                        "recorded)")

@@ -117,8 +117,9 @@ options:
     default: {}
   assume:
     description:
-      - For a render without a recorded observation; C(kubeadm_manifest) (kubeadm's manifest text),
-        C(systemd_exec_start) (the installer's ExecStart argv) and C(address) (the host's inventory address).
+      - For a render without a recorded observation; C(kubeadm_manifest) (a manifest text to patch; without it,
+        kubeadm's own manifest of the version), C(systemd_exec_start) (the installer's ExecStart argv) and
+        C(address) (the host's inventory address).
     type: dict
     default: {}
 notes:
