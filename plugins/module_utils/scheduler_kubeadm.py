@@ -39,8 +39,9 @@ def kubeadm_scheduler_pod(kubernetes_version: object) -> dict:
     version's x.y.z). A minor newer than the newest known one gets the newest known one's fields."""
     minor = kubernetes_minor(kubernetes_version, "kubernetes_version", newest=False)
     major, _, patch = parse_version(kubernetes_version, "kubernetes_version")
-    command = ["kube-scheduler", f"--authentication-kubeconfig={KUBECONFIG}", f"--authorization-kubeconfig={KUBECONFIG}",
-               "--bind-address=127.0.0.1", f"--kubeconfig={KUBECONFIG}", "--leader-elect=true"]
+    command = ["kube-scheduler", f"--authentication-kubeconfig={KUBECONFIG}",
+               f"--authorization-kubeconfig={KUBECONFIG}", "--bind-address=127.0.0.1",
+               f"--kubeconfig={KUBECONFIG}", "--leader-elect=true"]
     if 19 <= minor <= 22:
         command.append("--port=0")
     container = {

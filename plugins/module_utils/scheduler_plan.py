@@ -4,20 +4,24 @@ GPU-sharing extenders (or take it back to the installer's own command when no ex
 ``scheduler_plan(inputs, observed)`` is pure: ``inputs`` are the kube_scheduler_extender role's settings,
 ``observed`` what the node shows (read by the kgn.gpu_nodes.kube_scheduler module, or recorded by its last
 run as ``kgn_observed_kube_scheduler``, or missing for a render from inventory data alone: then the
-installers' own layouts are used (kubeadm's manifest of the version from scheduler_kubeadm.py, kubeasz's ExecStart
-given in ``inputs['assume']``) and every such assumption is listed in ``assumed``). The decisions themselves are the filters' code: ``scheduler.py`` (variant and document),
-``scheduler_patch.py`` (URLs, ExecStart, flags, static pod) and ``stacks.py`` (the stacks' extenders).
+installers' own layouts are used (kubeadm's manifest of the version from scheduler_kubeadm.py, kubeasz's
+ExecStart given in ``inputs['assume']``) and every such assumption is listed in ``assumed``). The decisions
+themselves are the filters' code: ``scheduler.py`` (variant and document), ``scheduler_patch.py`` (URLs,
+ExecStart, flags, static pod) and ``stacks.py`` (the stacks' extenders).
 
 The observation (all keys optional)::
 
     manifest: {path, text (None: no file), mode}
-    unit: {name, load_state, fragment, dropins: [paths], texts: {path: text}, need_daemon_reload}
+    unit: {name, load_state, fragment, dropins: [paths], texts: {path: text}, need_daemon_reload, exec_start}
     version: {argv, rc, output}            # `<scheduler binary> --version`, when it was needed
     files: {path: text or None}            # the config files (current and the project's own)
     exists: {path: bool}                   # the kubeconfig
     addresses: [ip, ...]                   # hostname --all-ip-addresses
     default_address: ip or None            # source address of the default route
     kube_proxy_mode: text ("" = kube-proxy did not answer)
+
+A drop-in of the unit that sorts after this project's own and sets ExecStart= is refused, naming it (systemd would
+run its command, never ours).
 """
 
 import copy
@@ -47,6 +51,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch impo
     scheduler_static_pod,
     systemd_exec_line,
     systemd_exec_start,
+    systemd_exec_start_files,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog, stack_extenders
 
@@ -331,6 +336,8 @@ def _current(style: str, inputs: dict, observed: dict) -> dict:
     paths = [p for p in paths if p]
     texts = unit.get("texts") or {}
     theirs = [p for p in paths if posixpath.basename(p) != DROPIN_NAME]
+    # drop-ins that sort after ours and set ExecStart: systemd runs their command, not ours
+    later = [p for p in theirs if p != unit.get("fragment") and posixpath.basename(p) > DROPIN_NAME]
     if unit.get("assumed_source"):
         source = f"{inputs['systemd_unit']} as {unit['assumed_source']} renders it"
     else:
@@ -340,6 +347,8 @@ def _current(style: str, inputs: dict, observed: dict) -> dict:
         "original_argv": systemd_exec_start([texts.get(p) or "" for p in theirs]),
         "source": source,
         "unit_files": theirs,
+        "shadowing": systemd_exec_start_files([(p, texts.get(p) or "") for p in later]),
+        "texts": texts,
         "dropin": ours,
         "dropin_text": next((texts.get(p) for p in paths if posixpath.basename(p) == DROPIN_NAME), None),
     }
@@ -564,6 +573,28 @@ def _on_our_config(style: str, current: dict) -> bool:
     return any(v.get("name") == VOLUME_NAME for v in volumes) or CHECKSUM_ANNOTATION in _annotations(pod)
 
 
+def _shadowed(inputs: dict, current: dict, variant: dict) -> KgnError:
+    """The refusal when a drop-in that sorts after ours sets ExecStart: systemd would run its command, never ours.
+    This project does not take the last word over a later drop-in (docs/scheduler-versions.md, "A drop-in after
+    ours"); the admin chooses."""
+    last = current["shadowing"][-1]
+    try:
+        runs = " ".join(systemd_exec_start([current["texts"].get(last) or ""]))
+    except KgnError:
+        runs = "no command (it only resets ExecStart=)"
+    name = posixpath.basename(last)
+    flag = f"{variant['flag']}={variant['path']}"
+    return KgnError(
+        f"{last} sets ExecStart= and sorts after this project's drop-in {DROPIN_NAME}, so systemd runs its command "
+        f"({runs}){'' if flag in runs else f', without {flag}'}: kube-scheduler would not read the extenders' config. "
+        f"This project does not override a later drop-in. Choose one: move the flags you need into "
+        f"{current['unit_files'][0]} or into a drop-in that sorts before {DROPIN_NAME} (for example rename it to "
+        f"50-{name.split('-', 1)[-1] if name[:2].isdigit() else name}): every flag there is kept in the ExecStart "
+        f"this project writes; or remove the ExecStart lines from {last} (its other settings stay); or leave this "
+        f"scheduler alone by taking the stacks that need an extender out of gpu_sharing_stacks"
+    )
+
+
 def dropin_text(argv: list, source: str, flag: str) -> str:
     return (DROPIN_HEADER.format(source=source, flag=flag)
             + f"[Service]\nExecStart=\nExecStart={systemd_exec_line(argv)}\n")
@@ -686,6 +717,8 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
         patch = {"path": inputs["kubeadm_manifest"], "content": yaml_dump(pod), "mode": current["mode"]}
         watch = [variant["path"], inputs["kubeadm_manifest"]]
     else:
+        if current["shadowing"]:
+            raise _shadowed(inputs, current, variant)
         argv = scheduler_args(current["original_argv"], variant["flag"], variant["path"], variant["removed_flags"])
         patch = {"path": current["dropin"], "content": dropin_text(argv, current["source"], variant["flag"]),
                  "mode": "0644"}

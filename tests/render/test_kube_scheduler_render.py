@@ -26,6 +26,8 @@ import yaml
 from playbook_runner import render_ok
 
 ROOT = Path(__file__).parents[2]
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED  # noqa: E402
+
 VERSIONS = [
     "1.16.15",
     "1.18.20",
@@ -299,7 +301,7 @@ def test_every_rendered_static_pod_is_valid_for_its_kubernetes_version(rendered)
     assert {f"cp-{v}" for i, v in enumerate(VERSIONS) if i % 2 == 0} <= set(checked)
 
 
-@pytest.mark.parametrize("minor", range(16, 38))
+@pytest.mark.parametrize("minor", range(KUBERNETES_SUPPORTED[0][1], KUBERNETES_SUPPORTED[1][1] + 1))
 def test_the_patched_kubeadm_manifest_of_every_minor_is_valid_for_it(minor):
     """Every minor, not only VERSIONS: the plan from kubeadm's own manifest, patched, without Ansible."""
     scheduler_plan = _load("scheduler_plan")

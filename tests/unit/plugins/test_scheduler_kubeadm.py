@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_kubeadm import kubeadm_scheduler_pod
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED
 
-MINORS = range(16, 38)
+MINORS = range(KUBERNETES_SUPPORTED[0][1], KUBERNETES_SUPPORTED[1][1] + 1)  # every supported minor
 
 
 def container(version):
