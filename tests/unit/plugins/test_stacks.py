@@ -269,8 +269,8 @@ def test_versions_images_and_the_second_scheduler_are_decided_in_the_plan():
                         "images": {"elastic_gpu_scheduler": "elasticgpu/elastic-gpu-scheduler:0.3.0",
                                    "elastic_gpu_agent": "nanogpu/elastic-gpu-agent:0.3.0"}})
     assert plan["api"]["crd"] == "apiextensions.k8s.io/v1" and plan["api"]["kubernetes_minor"] == "1.25"
-    assert plan["device_plugin"]["release"] == "v0.17.4"
-    assert plan["images"]["nvidia_device_plugin"] == "mirror.local:5000/nvidia/k8s-device-plugin:v0.17.4"
+    assert plan["device_plugin"]["release"] == "v0.20.0"
+    assert plan["images"]["nvidia_device_plugin"] == "mirror.local:5000/nvidia/k8s-device-plugin:v0.20.0"
     assert plan["images"]["elastic_gpu_agent"] == "mirror.local:5000/nanogpu/elastic-gpu-agent:0.3.0"
     assert plan["sample_images"]["elastic_gpu"].startswith("mirror.local:5000/nvidia/samples:")
     secondary = plan["secondary"]
