@@ -525,8 +525,12 @@ def _images(p, dp):
         keys = list(IMAGE_KEYS[stack])
         if stack == "hami":
             keys.append(hami.certgen_image_key(kubernetes_minor(p["kubernetes_version"], "kubernetes_version", False)))
+        release_image = {"nvidia_device_plugin": dp["image"] if dp else "",
+                         # the HAMi release of the cluster's version (hami.RELEASES)
+                         "hami": hami.release_facts(kubernetes_minor(p["kubernetes_version"], "kubernetes_version",
+                                                                     False))["hami_image"] if stack == "hami" else ""}
         for key in keys:
-            image = p["images"].get(key) or (dp["image"] if key == "nvidia_device_plugin" else "")
+            image = p["images"].get(key) or release_image.get(key, "")
             if not image:
                 raise KgnError(f"gpu_sharing_stacks_images.{key} is empty, but stack {stack} runs it; set the image "
                                f"(see roles/gpu_sharing_stacks/defaults/main.yml). Nothing was changed.")
@@ -613,15 +617,16 @@ def _hami(p):
     minor = kubernetes_minor(version, "gpu_sharing_stacks_kubernetes_version", newest=False)
     if minor < hami.OLDEST_MINOR:
         raise KgnError(
-            f"HAMi {hami.RELEASE} supports Kubernetes 1.{hami.OLDEST_MINOR} and newer (its README, Prerequisites, "
-            f"and its chart's kubeVersion >= 1.{hami.OLDEST_MINOR}.0), but gpu_sharing_stacks_kubernetes_version is "
+            f"HAMi supports Kubernetes 1.{hami.OLDEST_MINOR} and newer (v2.6.0 from 1.18, {hami.RELEASE} from 1.23: "
+            f"their READMEs, Prerequisites), but gpu_sharing_stacks_kubernetes_version is "
             f"{version}. Upgrade the cluster, or choose gpushare, nano_gpu or nvidia_device_plugin in "
             f"gpu_sharing_stacks. Nothing was changed.")
     entry = _CATALOG["hami"]["own_scheduler"]
     own = _in_cluster_scheduler(p, entry["name"], [copy.deepcopy(entry["extender"])],
                                 p["images"].get("hami_kube_scheduler") or "",
                                 "gpu_sharing_stacks_images.hami_kube_scheduler")
-    own.update(release=hami.RELEASE, webhook=entry["webhook"], tls_secret=hami.TLS_SECRET,
+    own.update(hami.release_facts(minor))
+    own.update(webhook=entry["webhook"], tls_secret=hami.TLS_SECRET, dra_rule=dict(hami.DRA_RULE),
                service=dict(hami.SERVICE), node_labels=dict(hami.NODE_LABELS),
                certgen_image_key=hami.certgen_image_key(minor))
     return own

@@ -184,7 +184,6 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch impo
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan import (  # noqa: E402
     PROXY_MODE_URL,
-    dropin_path,
     restart_manifest,
     scheduler_health_url,
     scheduler_reads,
@@ -193,6 +192,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
 INPUTS = ("kubernetes_version", "style", "kubeadm_manifest", "systemd_unit", "kubeconfig", "stacks",
           "extra_extenders", "url_mode", "kube_proxy_mode", "node_ip", "cluster_ips", "urls", "tls", "backup_dir",
           "prevalidate", "allow_newer")
+# Where systemd looks for a unit's drop-in folders <unit>.d (systemd.unit(5), "Unit File Load Path").
+DROPIN_BASES = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+                "/usr/lib/systemd/system", "/lib/systemd/system")
 # The lab's stand-in kubelet writes each static pod's output here (a real kubelet: crictl logs).
 STANDIN_LOG = "/var/lib/kubelet-standin/kube-scheduler.log"
 
@@ -264,11 +266,14 @@ def _unit(module, unit):
     properties = "--property=LoadState,FragmentPath,DropInPaths,NeedDaemonReload,ExecStart"
     rc, out, _ = host.run(module, ["systemctl", "show", properties, unit], timeout=20)
     props = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line) if rc == 0 else {}
-    dropins = (props.get("DropInPaths") or "").split()
-    ours = dropin_path(unit)
-    # written by an interrupted run but not loaded by systemd yet: what a daemon-reload will load
-    if os.path.isfile(ours) and ours not in dropins:
-        dropins.append(ours)
+    # What the next daemon-reload loads (every restart of this module reloads first): the drop-ins systemd lists that
+    # still exist, and the *.conf files now in the unit's drop-in folders (one written by an interrupted run of ours,
+    # one an admin added or renamed since the last reload).
+    listed = (props.get("DropInPaths") or "").split()
+    folders = {os.path.dirname(path) for path in listed} | {f"{base}/{unit}.d" for base in DROPIN_BASES}
+    on_disk = [os.path.join(folder, name) for folder in sorted(folders) if os.path.isdir(folder)
+               for name in sorted(os.listdir(folder)) if name.endswith(".conf")]
+    dropins = [path for path in listed if os.path.isfile(path)] + [path for path in on_disk if path not in listed]
     fragment = props.get("FragmentPath") or ""
     return {
         "name": unit,

@@ -54,7 +54,7 @@ HOSTS.update({f"k{v.replace('.', '-')}-{c}": (v, c) for v in MANAGED_VERSIONS fo
 HAMI = {"hami": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_samples_enabled": True},
         "hami-mirror": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_namespace": "gpu-system",
                         "gpu_sharing_stacks_registry_mirror": "mirror.local:5000"}}
-HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.25.16", "1.29.10", "1.35.0"]
+HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.23.17", "1.25.16", "1.29.10", "1.35.0", NEWEST]
 CONFIGS.update(HAMI)
 HOSTS.update({f"k{v.replace('.', '-')}-hami": (v, "hami") for v in HAMI_VERSIONS})
 HOSTS["k1-29-10-hami-mirror"] = ("1.29.10", "hami-mirror")
@@ -328,8 +328,26 @@ def test_hamis_scheduler_config_is_the_variant_its_kubernetes_version_reads(rend
     assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:v{version}"
     config_file = "config.json" if variant["format"] == "policy" else "config.yaml"
     assert f"{variant['flag']}=/etc/kubernetes/kgn-gpu-scheduler/{config_file}" in scheduler["command"]
-    assert extender_container["image"] == "projecthami/hami:v2.6.0"
+    minor = int(version.split(".")[1])
+    release = "v2.10.0" if minor >= 23 else "v2.6.0"  # hami.py: v2.10.0 from 1.23 (its README), v2.6.0 before
+    assert extender_container["image"] == f"projecthami/hami:{release}"
     assert "--http_bind=0.0.0.0:443" in extender_container["command"]
+    leader = ["--leader-elect=true", "--leader-elect-resource-name=hami-scheduler",
+              "--leader-elect-resource-namespace=kube-system"]
+    assert all(f in extender_container["command"] for f in leader) is (minor >= 23)
+    assert extender_container["readinessProbe"]["httpGet"]["path"] == ("/readyz" if minor >= 23 else "/healthz")
+    service = _by_kind(rendered, host, "Service", "hami-scheduler")["spec"]["selector"]
+    assert service == {"app.kubernetes.io/component": "hami-scheduler",
+                       **({"hami.io/scheduler-role": "leader"} if minor >= 23 else {})}
+    role = _by_kind(rendered, host, "ClusterRole", "hami-scheduler")["rules"]
+    assert {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "list", "watch"]} in role
+    dra = {"apiGroups": ["resource.k8s.io"], "verbs": ["get", "list", "watch"],
+           "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]}
+    assert (dra in role) is (minor >= 34)  # the embedded kube-scheduler's DRA informers from 1.34
+    device_config = yaml.safe_load(_by_kind(rendered, host, "ConfigMap", "hami-scheduler-device")["data"][
+        "device-config.yaml"])
+    assert device_config["nvidia"]["resourceCountName"] == "nvidia.com/gpu"
+    assert ("migProfileAllowlist" in device_config["nvidia"]) is (minor >= 23)
     assert {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v} == {"hami-scheduler-tls"}
     create = _by_kind(rendered, host, "Job", "hami-admission-create")["spec"]["template"]["spec"]["containers"][0]
     assert "--host=hami-scheduler.kube-system.svc,127.0.0.1" in create["args"]
@@ -351,7 +369,7 @@ def test_hami_namespace_and_mirror_reach_every_image_and_reference(rendered):
     docs = [d for found in _hami_docs(rendered, "k1-29-10-hami-mirror").values() for d in found]
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "DaemonSet", "Job")]
     images = {c["image"] for pod in pods for c in pod["containers"]}
-    assert images == {"mirror.local:5000/kube-scheduler:v1.29.10", "mirror.local:5000/projecthami/hami:v2.6.0",
+    assert images == {"mirror.local:5000/kube-scheduler:v1.29.10", "mirror.local:5000/projecthami/hami:v2.10.0",
                       "mirror.local:5000/liangjw/kube-webhook-certgen:v1.1.1"}
     webhook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
     assert webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == "gpu-system"
@@ -372,7 +390,7 @@ BAD = {
                                "but nvidia_device_plugin is not in gpu_sharing_stacks"),
     "unknown-stack": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["hamy"]}, "unknown stack(s) 'hamy'"),
     "hami-too-old": ({"kubernetes_version": "1.17.17", "gpu_sharing_stacks": ["hami"]},
-                     "HAMi v2.6.0 supports Kubernetes 1.18 and newer"),
+                     "HAMi supports Kubernetes 1.18 and newer"),
     "managed-policy-era": ({"kubernetes_version": "1.18.20", "gpu_sharing_stacks": ["nano_gpu"],
                             "gpu_sharing_stacks_secondary_scheduler": True},
                            "which takes extenders from a Policy file only"),
