@@ -1,4 +1,4 @@
-"""scheduler_plan: the kube-scheduler section of the host plan, over every Kubernetes minor 1.16-1.36 and both
+"""scheduler_plan: the kube-scheduler section of the host plan, over every Kubernetes minor 1.16-1.37 and both
 install styles, the removal when no extender is needed, the user's own config kept, the health URL from flags."""
 
 from __future__ import annotations
