@@ -92,6 +92,8 @@ def _scheduler_cell(scheduler, checks):
         cell = "unchanged (no extender needed)"
     else:
         cell = f"{scheduler.get('variant') or '?'} (--{(scheduler.get('flag') or '').lstrip('-')})"
+    if scheduler.get("variant_minor"):  # kubernetes_version_allow_newer: a newer minor on a known variant
+        cell += f"; {scheduler['variant_minor']} variant for a newer Kubernetes (kubernetes_version_allow_newer)"
     # a stack's own kube-scheduler (hami) runs next to the cluster's: its state is part of the answer
     own = [c for c in checks if c.get("id") == "own_scheduler_ready"]
     if own:

@@ -14,6 +14,7 @@ import re
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels, mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
+    ALLOW_NEWER,
     KUBERNETES_SUPPORTED,
     kubernetes_minor,
     parse_version,
@@ -31,6 +32,11 @@ CONTRACT = {
         "type": "str", "required": True,
         "values": f'`"{_OLDEST}"` … `"{_NEWEST}"`, quoted, e.g. `"1.23.1"`, `"v1.27.3"`, `"1.27.3+k3s1"`',
         "description": "the cluster's Kubernetes version",
+    },
+    ALLOW_NEWER: {
+        "type": "bool", "default": False,
+        "description": f"run a Kubernetes minor newer than {_NEWEST} (the newest known) with the {_NEWEST} config "
+                       "variant; the run and the report say so (docs/versions.md)",
     },
     "kube_scheduler_style": {
         "type": "str", "choices": ["auto", "kubeadm", "systemd"], "default": "auto",
@@ -128,7 +134,7 @@ def value_problems(host: str, variables: dict) -> list:
             problems.append(f"{host}: {name} is {value!r}; accepted values: {', '.join(choices)}")
     if "kubernetes_version" in variables and variables["kubernetes_version"] is not None:
         try:
-            scheduler.scheduler_variant(variables["kubernetes_version"])
+            scheduler.scheduler_variant(variables["kubernetes_version"], variables.get(ALLOW_NEWER) is True)
         except KgnError as err:
             problems.append(f"{host}: kubernetes_version: {err}")
     if "nvidia_mig_layout" in variables and variables["nvidia_mig_layout"] is not None:
@@ -184,19 +190,16 @@ def _driver_version(name, value):
     return [f"{name} is {value!r}; write NVIDIA's version, e.g. \"535.216.01\", or \"\" to keep the installed one"]
 
 
-def _kubernetes_version(newest):
-    def check(name, value):
-        if value == "":
-            return []
-        try:
-            if newest:
-                scheduler.scheduler_variant(value)
-            else:
-                kubernetes_minor(value, name, newest=False)
-        except KgnError as err:
-            return [f"{name}: {err}" if not str(err).startswith(name) else str(err)]
+def _kubernetes_version(name, value):
+    """A role's own copy of the Kubernetes version: well-formed and not older than the oldest supported (a minor
+    newer than the newest known is the modules' to refuse, as they know the role's allow_newer opt-in)."""
+    if value == "":
         return []
-    return check
+    try:
+        kubernetes_minor(value, name, newest=False)
+    except KgnError as err:
+        return [str(err)]
+    return []
 
 
 def _images(name, value):
@@ -221,9 +224,9 @@ INPUT_CHECKS = {
     "cuda_toolkit_driver_version": _driver_version,
     "cuda_toolkit_version": _version_or_empty,
     "nvidia_container_toolkit_version": _version_or_empty,
-    "kube_scheduler_extender_kubernetes_version": _kubernetes_version(newest=True),
-    "gpu_sharing_stacks_kubernetes_version": _kubernetes_version(newest=False),
-    "nvidia_container_runtime_kubernetes_version": _kubernetes_version(newest=False),
+    "kube_scheduler_extender_kubernetes_version": _kubernetes_version,
+    "gpu_sharing_stacks_kubernetes_version": _kubernetes_version,
+    "nvidia_container_runtime_kubernetes_version": _kubernetes_version,
     "gpu_sharing_stacks_images": _images,
 }
 

@@ -447,7 +447,7 @@ STACK_INPUTS = {
     "registry_mirror": "", "sharing": "none", "mig_strategy": "none", "replicas": 4, "gpushare_mps": False,
     "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
-    "samples": False, "existing_device_plugin": "refuse", "manifests": None,
+    "samples": False, "existing_device_plugin": "refuse", "allow_newer": False, "manifests": None,
 }
 
 
@@ -464,7 +464,7 @@ def _stack_inputs(inputs):
     merged["manifest_dir"] = merged["manifest_dir"].rstrip("/") or "/"
     if not isinstance(merged["images"], dict):
         raise KgnError(f"gpu_sharing_stacks_images must be a mapping component -> image, got {merged['images']!r}")
-    for key in ("gpushare_mps", "samples"):
+    for key in ("gpushare_mps", "samples", "allow_newer"):
         if not isinstance(merged[key], bool):
             raise KgnError(f"stacks_plan: {key} must be true or false, got {merged[key]!r}")
     if isinstance(merged["replicas"], str) and merged["replicas"].isdigit():
@@ -525,8 +525,12 @@ def _images(p, dp):
         keys = list(IMAGE_KEYS[stack])
         if stack == "hami":
             keys.append(hami.certgen_image_key(kubernetes_minor(p["kubernetes_version"], "kubernetes_version", False)))
+        release_image = {"nvidia_device_plugin": dp["image"] if dp else "",
+                         # the HAMi release of the cluster's version (hami.RELEASES)
+                         "hami": hami.release_facts(kubernetes_minor(p["kubernetes_version"], "kubernetes_version",
+                                                                     False))["hami_image"] if stack == "hami" else ""}
         for key in keys:
-            image = p["images"].get(key) or (dp["image"] if key == "nvidia_device_plugin" else "")
+            image = p["images"].get(key) or release_image.get(key, "")
             if not image:
                 raise KgnError(f"gpu_sharing_stacks_images.{key} is empty, but stack {stack} runs it; set the image "
                                f"(see roles/gpu_sharing_stacks/defaults/main.yml). Nothing was changed.")
@@ -546,7 +550,7 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
     where it does not apply.
     """
     version = p["kubernetes_version"]
-    variant = scheduler.scheduler_variant(version)
+    variant = scheduler.scheduler_variant(version, p["allow_newer"])
     if not image:
         match = re.match(r"^v?(\d+\.\d+\.\d+)", str(version))
         if not match:
@@ -556,7 +560,7 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
                 f"plane's full version (e.g. 1.25.4) or set {setting}. Nothing was changed.")
         image = f"registry.k8s.io/kube-scheduler:v{match.group(1)}"
     if variant["format"] == "policy":
-        config = scheduler.scheduler_config(version, extenders)
+        config = scheduler.scheduler_config(version, extenders, allow_newer=p["allow_newer"])
         config_file = "config.json"
         command = ["/usr/local/bin/kube-scheduler", f"--policy-config-file={SECONDARY_CONFIG_DIR}/{config_file}",
                    f"--scheduler-name={name}", "--leader-elect=true", "--leader-elect-resource-lock=leases",
@@ -572,14 +576,15 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
             "profiles": [{"schedulerName": name}],
         }
         # kubeconfig "" with in_cluster: the pod's service account (client-go in-cluster config)
-        config = scheduler.scheduler_config(version, extenders, "", settings, True)
+        config = scheduler.scheduler_config(version, extenders, "", settings, True, allow_newer=p["allow_newer"])
         config_file = "config.yaml"
         command = ["/usr/local/bin/kube-scheduler", f"--config={SECONDARY_CONFIG_DIR}/{config_file}"]
     return {
         "enabled": True,
         "name": name,
         "image": stack_image(image, p["registry_mirror"]),
-        "variant": {k: variant[k] for k in ("format", "kind", "api_version")},
+        "variant": {k: variant[k] for k in ("format", "kind", "api_version", "variant_minor", "newer_than_known")},
+        "version_note": variant["note"],
         "config": config,
         "config_dir": SECONDARY_CONFIG_DIR,
         "config_file": config_file,
@@ -594,7 +599,7 @@ def _secondary(p, catalog):
     if not enabled:
         return {"enabled": False}
     version = p["kubernetes_version"]
-    if scheduler.scheduler_variant(version)["format"] == "policy":
+    if scheduler.scheduler_variant(version, p["allow_newer"])["format"] == "policy":
         raise KgnError(
             f"gpu_sharing_stacks_secondary_scheduler: the second kube-scheduler is configured with a "
             f"KubeSchedulerConfiguration (Kubernetes 1.19+), but gpu_sharing_stacks_kubernetes_version is {version}, "
@@ -612,15 +617,16 @@ def _hami(p):
     minor = kubernetes_minor(version, "gpu_sharing_stacks_kubernetes_version", newest=False)
     if minor < hami.OLDEST_MINOR:
         raise KgnError(
-            f"HAMi {hami.RELEASE} supports Kubernetes 1.{hami.OLDEST_MINOR} and newer (its README, Prerequisites, "
-            f"and its chart's kubeVersion >= 1.{hami.OLDEST_MINOR}.0), but gpu_sharing_stacks_kubernetes_version is "
+            f"HAMi supports Kubernetes 1.{hami.OLDEST_MINOR} and newer (v2.6.0 from 1.18, {hami.RELEASE} from 1.23: "
+            f"their READMEs, Prerequisites), but gpu_sharing_stacks_kubernetes_version is "
             f"{version}. Upgrade the cluster, or choose gpushare, nano_gpu or nvidia_device_plugin in "
             f"gpu_sharing_stacks. Nothing was changed.")
     entry = _CATALOG["hami"]["own_scheduler"]
     own = _in_cluster_scheduler(p, entry["name"], [copy.deepcopy(entry["extender"])],
                                 p["images"].get("hami_kube_scheduler") or "",
                                 "gpu_sharing_stacks_images.hami_kube_scheduler")
-    own.update(release=hami.RELEASE, webhook=entry["webhook"], tls_secret=hami.TLS_SECRET,
+    own.update(hami.release_facts(minor))
+    own.update(webhook=entry["webhook"], tls_secret=hami.TLS_SECRET, dra_rule=dict(hami.DRA_RULE),
                service=dict(hami.SERVICE), node_labels=dict(hami.NODE_LABELS),
                certgen_image_key=hami.certgen_image_key(minor))
     return own

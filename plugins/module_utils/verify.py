@@ -214,5 +214,8 @@ def verify_expected(settings: object, states: object) -> dict:
             "extender_paths": [e["extender"]["path"] for e in entries.values() if e.get("extender")]
             if wanted else [],
             "state_missing": not plan,
+            # a minor newer than the newest known one, run on that one's variant (kubernetes_version_allow_newer)
+            "variant_minor": variant.get("variant_minor") if plan.get("newer_than_known") else "",
+            "version_note": plan.get("version_note") or "",
         }
     return expected

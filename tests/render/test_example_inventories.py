@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import kubernetes_schemas
 import pytest
 from playbook_runner import render_ok
 
@@ -94,3 +95,10 @@ def test_the_packaged_kubeasz_node_is_not_adopted(rendered):
     plan = json.loads((rendered["kubeasz-1.23-gpushare"] / "node-101/_plan/nvidia_driver.json").read_text())
     assert plan["adopted"] is None and "Pin-Priority: 1001" in (
         rendered["kubeasz-1.23-gpushare"] / "node-101" / APT_BLOCK).read_text()
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_kubernetes_object_is_valid_for_the_hosts_own_version(rendered, name):
+    """Static pods, stack manifests and samples, strictly, against the OpenAPI schema of the host's version."""
+    checked = kubernetes_schemas.check_render(rendered[name])
+    assert checked and all(checked.values()), checked

@@ -11,6 +11,7 @@ import json
 import tomllib
 from pathlib import Path
 
+import kubernetes_schemas
 import pytest
 import yaml
 from playbook_runner import render_ok, run_playbook
@@ -143,3 +144,9 @@ def test_reference_centos7_gpu_nodes_get_nvidias_yum_repository_not_an_apt_sourc
             "gpgkey": "https://nvidia.github.io/libnvidia-container/gpgkey",
         }
         assert not (centos7 / gpu / "etc/apt/sources.list.d/nvidia-container-toolkit.list").exists()
+
+
+def test_every_kubernetes_object_of_the_lab_is_valid_for_its_version(lab):
+    """Static pods, stack manifests and samples, strictly, against the OpenAPI schema of each host's version."""
+    checked = kubernetes_schemas.check_render(lab)
+    assert checked and all(checked.values()), checked

@@ -3,41 +3,28 @@
 One ansible-playbook run renders the gpu_sharing_stacks role (render entry point) for a generated
 inventory with one host per (Kubernetes version x stack configuration). Each rendered object is
 then checked against the OpenAPI schema of that Kubernetes version in strict mode (unknown fields
-rejected) with kubernetes-validate: the installed 1.37.x for 1.25+, the schema folders of
-kubernetes-validate 1.24.1 (downloaded from PyPI once, cached under .cache/) for 1.24 and older.
-A missing schema ("Couldn't find schema") is a failure, and apiVersions the version no longer
-serves are refused separately (old OpenAPI documents still describe some removed group versions).
-Custom resources (the elastic-gpu samples) are validated against the CRD this project renders.
+rejected) by tests/kubernetes_schemas.py: kubernetes-validate 1.37.x for 1.25+, the schema folders of
+kubernetes-validate 1.24.1 for 1.24 and older; a missing schema and an apiVersion the version no longer
+serves are failures. Custom resources (the elastic-gpu samples) are validated against the CRD this project renders.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import jsonschema
-import kubernetes_validate
+import kubernetes_schemas
 import pytest
 import yaml
+from kubernetes_schemas import NEWEST, check_objects
 from playbook_runner import render_ok, run_playbook
-from referencing import Registry
-from referencing.jsonschema import DRAFT7
 
 TOP = Path(__file__).resolve().parents[2]
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import (  # noqa: E402
-    manifest_objects,
-    manifest_removed_apis,
-)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import manifest_objects  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import MANAGED_BY, STACK_LABEL  # noqa: E402
 
-NEWEST = kubernetes_validate.utils.latest_version()  # e.g. "1.37.0"
 VERSIONS = ["1.16.15", "1.20.15", "1.22.17", "1.24.17", "1.27.16", "1.30.4", NEWEST]
-OLD_VALIDATE = "1.24.1"
-CACHE = TOP / ".cache" / f"kubernetes-validate-{OLD_VALIDATE}"
 
 CONFIGS = {  # a cluster runs several stacks on different nodes; together these reach every template
     "dp-egpu": {"gpu_sharing_stacks": ["nvidia_device_plugin", "elastic_gpu"],
@@ -67,62 +54,10 @@ HOSTS.update({f"k{v.replace('.', '-')}-{c}": (v, c) for v in MANAGED_VERSIONS fo
 HAMI = {"hami": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_samples_enabled": True},
         "hami-mirror": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_namespace": "gpu-system",
                         "gpu_sharing_stacks_registry_mirror": "mirror.local:5000"}}
-HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.25.16", "1.29.10", "1.35.0"]
+HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.23.17", "1.25.16", "1.29.10", "1.35.0", NEWEST]
 CONFIGS.update(HAMI)
 HOSTS.update({f"k{v.replace('.', '-')}-hami": (v, "hami") for v in HAMI_VERSIONS})
 HOSTS["k1-29-10-hami-mirror"] = ("1.29.10", "hami-mirror")
-
-
-def _old_schemas() -> Path:
-    """Schema folders of kubernetes-validate 1.24.1 (covers 1.11-1.24), fetched from PyPI once."""
-    marker = CACHE / "schemas" / "v1.24.0-local-strict" / "_definitions.json"
-    if marker.exists():
-        return CACHE / "schemas"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:",
-                    f"kubernetes-validate=={OLD_VALIDATE}", "-d", str(CACHE)], check=True, timeout=600)
-    sdist = CACHE / f"kubernetes-validate-{OLD_VALIDATE}.tar.gz"
-    wanted = re.compile(r"/kubernetes-json-schema/(v1\.(1[6-9]|2[0-4])\.0-local-strict/[^/]+\.json)$")
-    with tarfile.open(sdist) as tar:
-        for member in tar.getmembers():
-            match = wanted.search(member.name)
-            if match and member.isfile():
-                dest = CACHE / "schemas" / match[1]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(tar.extractfile(member).read())
-    assert marker.exists(), f"kubernetes-validate {OLD_VALIDATE} sdist has no strict 1.24 schemas"
-    return CACHE / "schemas"
-
-
-def _validate_old(doc: dict, version: str) -> None:
-    """kubernetes-validate's own algorithm over the 1.24.1 schema folders (strict)."""
-    minor = int(version.split(".")[1])
-    folder = _old_schemas() / f"v1.{minor}.0-local-strict"
-    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", doc["apiVersion"])
-    path = folder / f"{doc['kind'].lower()}-{api}.json"
-    if not path.exists():
-        raise AssertionError(f"Couldn't find schema for kind {doc['kind']} with api version {doc['apiVersion']} "
-                             f"for kubernetes version 1.{minor}")
-    # The 1.24.1 schemas are draft-4 style with relative "_definitions.json#/definitions/..." refs, as
-    # kubernetes-validate 1.24 resolved them against the file's own URI.
-    base = folder.resolve().as_uri() + "/"
-    schema = json.loads(path.read_text())
-    definitions = json.loads((folder / "_definitions.json").read_text())
-    definitions.pop("$schema", None)
-    schema = {"$ref": base + schema["$ref"]}  # draft 7: $ref ignores siblings, so make it absolute
-    registry = Registry().with_resource(base + "_definitions.json", DRAFT7.create_resource(definitions))
-    jsonschema.Draft7Validator(schema, registry=registry).validate(doc)
-
-
-def _validate(doc: dict, version: str) -> None:
-    """Strict schema validation; any failure (including a missing schema) raises AssertionError."""
-    try:
-        if int(version.split(".")[1]) <= 24:
-            _validate_old(doc, version)
-        else:
-            kubernetes_validate.validate(doc, version, strict=True)
-    except (jsonschema.ValidationError, kubernetes_validate.utils.SchemaNotFoundError) as err:
-        raise AssertionError(getattr(err, "message", "") or str(err)) from err
 
 
 @pytest.fixture(scope="module")
@@ -147,28 +82,12 @@ def _documents(rendered: Path, host: str) -> list[tuple[Path, dict]]:
     return [(f, d) for f in files for d in yaml.safe_load_all(f.read_text()) if d]
 
 
-def _crd_schemas(docs) -> dict:
-    return {(f"{d['spec']['group']}/{v['name']}", d["spec"]["names"]["kind"]): v["schema"]["openAPIV3Schema"]
-            for _, d in docs if d["kind"] == "CustomResourceDefinition" for v in d["spec"]["versions"]}
-
-
 @pytest.mark.parametrize("host", sorted(HOSTS))
 def test_every_manifest_is_valid_for_its_kubernetes_version(rendered, host):
     version, _ = HOSTS[host]
-    docs = _documents(rendered, host)
-    removed = set(manifest_removed_apis(version))
     egpu_host = f"k{version.replace('.', '-')}-dp-egpu"
-    custom = _crd_schemas(docs + (_documents(rendered, egpu_host) if (rendered / egpu_host).exists() else []))
-    for path, doc in docs:
-        where = f"{path.relative_to(rendered)} {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
-        assert f"{doc['apiVersion']}/{doc['kind']}" not in removed, f"{where}: {doc['apiVersion']} removed in {version}"
-        if (doc["apiVersion"], doc["kind"]) in custom:
-            jsonschema.Draft202012Validator(custom[(doc["apiVersion"], doc["kind"])]).validate(doc)
-            continue
-        try:
-            _validate(doc, version)
-        except AssertionError as err:
-            raise AssertionError(f"{where} is not valid for Kubernetes {version}: {err}") from err
+    custom = kubernetes_schemas.crd_schemas(_documents(rendered, egpu_host)) if (rendered / egpu_host).exists() else {}
+    assert check_objects(_documents(rendered, host), version, rendered, custom) > 0
 
 
 def _stack_of(rendered: Path, host: str, path: Path) -> str:
@@ -199,6 +118,7 @@ def test_the_module_reads_the_objects_a_yaml_parser_reads(rendered, host):
 
 
 def test_strict_validation_rejects_a_misspelled_field():
+    _validate = kubernetes_schemas.validate
     bad = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "x"},
            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
                "metadata": {"labels": {"a": "b"}},
@@ -210,9 +130,17 @@ def test_strict_validation_rejects_a_misspelled_field():
 
 def test_unknown_kind_is_a_failure_not_a_warning():
     with pytest.raises(AssertionError, match="Couldn't find schema"):
-        _validate({"apiVersion": "extensions/v1beta1", "kind": "DaemonSet", "metadata": {"name": "x"}}, NEWEST)
+        kubernetes_schemas.validate({"apiVersion": "example.com/v1", "kind": "Nope", "metadata": {"name": "x"}},
+                                    NEWEST)
     with pytest.raises(AssertionError, match="Couldn't find schema"):
-        _validate_old({"apiVersion": "example.com/v1", "kind": "Nope", "metadata": {"name": "x"}}, "1.20.0")
+        kubernetes_schemas.validate_old({"apiVersion": "example.com/v1", "kind": "Nope", "metadata": {"name": "x"}},
+                                        "1.20.0")
+
+
+def test_a_removed_api_version_is_a_failure_even_where_the_old_schema_still_describes_it():
+    daemonset = {"apiVersion": "extensions/v1beta1", "kind": "DaemonSet", "metadata": {"name": "x"}}
+    with pytest.raises(AssertionError, match=r"no longer served by Kubernetes 1\.16\.15"):
+        kubernetes_schemas.validate(daemonset, "1.16.15")
 
 
 def _by_kind(rendered, host, kind, name):
@@ -400,8 +328,26 @@ def test_hamis_scheduler_config_is_the_variant_its_kubernetes_version_reads(rend
     assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:v{version}"
     config_file = "config.json" if variant["format"] == "policy" else "config.yaml"
     assert f"{variant['flag']}=/etc/kubernetes/kgn-gpu-scheduler/{config_file}" in scheduler["command"]
-    assert extender_container["image"] == "projecthami/hami:v2.6.0"
+    minor = int(version.split(".")[1])
+    release = "v2.10.0" if minor >= 23 else "v2.6.0"  # hami.py: v2.10.0 from 1.23 (its README), v2.6.0 before
+    assert extender_container["image"] == f"projecthami/hami:{release}"
     assert "--http_bind=0.0.0.0:443" in extender_container["command"]
+    leader = ["--leader-elect=true", "--leader-elect-resource-name=hami-scheduler",
+              "--leader-elect-resource-namespace=kube-system"]
+    assert all(f in extender_container["command"] for f in leader) is (minor >= 23)
+    assert extender_container["readinessProbe"]["httpGet"]["path"] == ("/readyz" if minor >= 23 else "/healthz")
+    service = _by_kind(rendered, host, "Service", "hami-scheduler")["spec"]["selector"]
+    assert service == {"app.kubernetes.io/component": "hami-scheduler",
+                       **({"hami.io/scheduler-role": "leader"} if minor >= 23 else {})}
+    role = _by_kind(rendered, host, "ClusterRole", "hami-scheduler")["rules"]
+    assert {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "list", "watch"]} in role
+    dra = {"apiGroups": ["resource.k8s.io"], "verbs": ["get", "list", "watch"],
+           "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]}
+    assert (dra in role) is (minor >= 34)  # the embedded kube-scheduler's DRA informers from 1.34
+    device_config = yaml.safe_load(_by_kind(rendered, host, "ConfigMap", "hami-scheduler-device")["data"][
+        "device-config.yaml"])
+    assert device_config["nvidia"]["resourceCountName"] == "nvidia.com/gpu"
+    assert ("migProfileAllowlist" in device_config["nvidia"]) is (minor >= 23)
     assert {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v} == {"hami-scheduler-tls"}
     create = _by_kind(rendered, host, "Job", "hami-admission-create")["spec"]["template"]["spec"]["containers"][0]
     assert "--host=hami-scheduler.kube-system.svc,127.0.0.1" in create["args"]
@@ -423,7 +369,7 @@ def test_hami_namespace_and_mirror_reach_every_image_and_reference(rendered):
     docs = [d for found in _hami_docs(rendered, "k1-29-10-hami-mirror").values() for d in found]
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "DaemonSet", "Job")]
     images = {c["image"] for pod in pods for c in pod["containers"]}
-    assert images == {"mirror.local:5000/kube-scheduler:v1.29.10", "mirror.local:5000/projecthami/hami:v2.6.0",
+    assert images == {"mirror.local:5000/kube-scheduler:v1.29.10", "mirror.local:5000/projecthami/hami:v2.10.0",
                       "mirror.local:5000/liangjw/kube-webhook-certgen:v1.1.1"}
     webhook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
     assert webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == "gpu-system"
@@ -444,7 +390,7 @@ BAD = {
                                "but nvidia_device_plugin is not in gpu_sharing_stacks"),
     "unknown-stack": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["hamy"]}, "unknown stack(s) 'hamy'"),
     "hami-too-old": ({"kubernetes_version": "1.17.17", "gpu_sharing_stacks": ["hami"]},
-                     "HAMi v2.6.0 supports Kubernetes 1.18 and newer"),
+                     "HAMi supports Kubernetes 1.18 and newer"),
     "managed-policy-era": ({"kubernetes_version": "1.18.20", "gpu_sharing_stacks": ["nano_gpu"],
                             "gpu_sharing_stacks_secondary_scheduler": True},
                            "which takes extenders from a Policy file only"),

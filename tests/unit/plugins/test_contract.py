@@ -40,6 +40,14 @@ def test_bad_contract_values_are_refused(name, value, says):
     assert any(says in line for line in found), found
 
 
+def test_a_newer_minor_is_refused_unless_the_inventory_opts_in():
+    found = problems(node={**GOOD, "kubernetes_version": "1.38.1"})
+    assert any("newer than 1.37" in line and "kubernetes_version_allow_newer: true" in line for line in found), found
+    assert problems(node={**GOOD, "kubernetes_version": "1.38.1", "kubernetes_version_allow_newer": True}) == []
+    found = problems(node={**GOOD, "kubernetes_version_allow_newer": "yes"})
+    assert any("kubernetes_version_allow_newer is 'yes'; write true or false" in line for line in found), found
+
+
 def test_kubernetes_version_is_required():
     assert any("kubernetes_version is not set" in line for line in problems(node={"gpu_sharing_stacks": []}))
 

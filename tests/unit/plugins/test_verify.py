@@ -67,6 +67,22 @@ def test_no_recorded_state_is_said():
     assert observed["runtime"]["engine"] == "none"
 
 
+def test_a_newer_minor_on_the_newest_known_variant_reaches_the_report():
+    """kubernetes_version_allow_newer: the plan records it, the expectation carries it, the report's cell says it."""
+    from ansible_collections.kgn.gpu_nodes.plugins.filter.report import _scheduler_cell
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_variant
+
+    variant = scheduler_variant("1.38.1", True)
+    plan = {"action": "configure", "health_url": "https://10.0.0.1:10259/healthz", "variant": variant,
+            "newer_than_known": True, "version_note": variant["note"]}
+    expected = verify_expected({"host": "cp", "kinds": ["control_plane"], "stacks": ["gpushare"]},
+                               {"kube_scheduler": {"plan": plan}})
+    assert expected["scheduler"]["variant_minor"] == "1.37"
+    assert "newer than 1.37" in expected["scheduler"]["version_note"]
+    assert "1.37 variant for a newer Kubernetes (kubernetes_version_allow_newer)" in _scheduler_cell(
+        expected["scheduler"], [])
+
+
 def test_the_scheduler_expectation_comes_from_its_recorded_plan():
     plan = {"action": "configure", "health_url": "https://10.0.0.1:10259/healthz",
             "variant": {"format": "kube_scheduler_configuration", "api_version": "kubescheduler.config.k8s.io/v1beta3",
@@ -76,7 +92,8 @@ def test_the_scheduler_expectation_comes_from_its_recorded_plan():
     assert expected["scheduler"] == {"variant": "v1beta3", "flag": "--config",
                                      "config_path": "/etc/kubernetes/scheduler-policy-config.yaml",
                                      "health_url": "https://10.0.0.1:10259/healthz",
-                                     "extender_paths": ["/gpushare-scheduler"], "state_missing": False}
+                                     "extender_paths": ["/gpushare-scheduler"], "state_missing": False,
+                                     "variant_minor": "", "version_note": ""}
     left_alone = verify_expected({"host": "cp", "kinds": ["control_plane"], "stacks": ["gpushare"]},
                                  {"kube_scheduler": {"plan": {**plan, "action": "leave"}}})
     assert left_alone["scheduler"]["extender_paths"] == []
