@@ -12,9 +12,9 @@ description:
     kept as the host fact C(kgn_run_failure) (C(play), C(task), C(unreachable), C(msg)), for the rest of the
     same run only (it is not written to the fact cache). An unreachable host a task was delegated to, when the task
     ignores it (labels through an API host that does not answer), is the task's to say, not the host's stop.
-  - A failed result that carries the project's facts (C(kgn_state_<concern>), C(kgn_observed_<concern>): a module
-    that failed after reading the node says what it saw) keeps them on the host, so the report shows what the host
-    gathered before it stopped.
+  - A failed result that carries the project's facts (C(kgn_state_<concern>), C(kgn_observed_<concern>), which a
+    module that failed after reading the node returns to say what it saw) keeps them on the host, so the report
+    shows what the host gathered before it stopped.
   - The report of site.yml and playbooks/verify.yml (role gpu_node_verify) shows both in the row of a host that
     stopped.
   - When a playbook that ends with the report (site.yml, playbooks/verify.yml) stops before it, because Ansible ends
@@ -28,6 +28,7 @@ author: kube-gpu-nodes
 """
 
 import os  # noqa: E402
+import time  # noqa: E402
 
 from ansible import constants as C  # noqa: E402
 from ansible import context  # noqa: E402
@@ -67,6 +68,9 @@ class CallbackModule(CallbackBase):
         self._report_planned = any(play.get_name() == REPORT_PLAY for play in playbook.get_plays())
 
     def v2_playbook_on_play_start(self, play):
+        if self._variables is None:  # the run's start: a stopped host's row uses only the states this run recorded
+            play.get_variable_manager().set_nonpersistent_facts(
+                "localhost", {"kgn_run_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         self._variables = play.get_variable_manager()
         self._play = play
         self._play_name = play.get_name()

@@ -123,7 +123,7 @@ def _scheduler_cell(observed, expected, checks):
     scheduler = expected.get("scheduler") or {}
     if not scheduler:
         return "-"
-    if scheduler.get("state_missing"):
+    if scheduler.get("state_missing") and scheduler.get("needs_extender"):
         cell = "not recorded"
     elif not scheduler.get("extender_paths"):
         cell = "unchanged (no extender needed)"

@@ -313,6 +313,7 @@ def verify_expected(settings, states):
             "extender_paths": [e["extender"]["path"] for e in entries.values() if e.get("extender")]
             if wanted else [],
             "state_missing": not plan,
+            "needs_extender": any(e.get("extender") for e in entries.values()),
         }
     return expected
 
@@ -402,10 +403,13 @@ def settings_from_vars(host, host_vars, groups, check_mode=False):
             "mig_layout": get("mig_layout", "nvidia_mig_layout", ""), "check_mode": bool(check_mode)}
 
 
-def states_from_vars(host_vars, api_host_vars=None):
+def states_from_vars(host_vars, api_host_vars=None, since=""):
     """The recorded states of a host (``kgn_state_<concern>`` facts), the stacks' from its API host when the host
-    applied none itself."""
+    applied none itself; with ``since`` (the run's start, ``%Y-%m-%dT%H:%M:%SZ``) only those this run recorded, not
+    an older run's the fact cache still holds."""
     states = {concern: host_vars.get(f"kgn_state_{concern}") or {} for concern in CONCERNS}
     if not states["stacks"] and api_host_vars:
         states["stacks"] = api_host_vars.get("kgn_state_stacks") or {}
+    if since:
+        states = {k: v for k, v in states.items() if isinstance(v, dict) and str(v.get("at") or "") >= since}
     return states

@@ -6,13 +6,13 @@ DOCUMENTATION = r"""
 module: gpu_node_verify
 short_description: Verify a GPU node or control plane, live, and return its report row (read-only)
 description:
-  - One call per host. The module reads the host live: what the driver, runtime and scheduler modules do not look
+  - One call per host. The module reads the host live, what the driver, runtime and scheduler modules do not look
     at (they record what they see live themselves, the facts C(kgn_state_<concern>)). Changes nothing; safe in
     check mode.
   - Its action plugin runs the module on the host, then judges on the controller, with the checks of
     plugins/module_utils/checks_*.py (verify.verify_host), what the module read, the host's recorded states
     (O(states)) and its API server's answer (O(api), the k8s_read module's, read once per API server), and
-    returns the host's report row (RV(row)): every check with its diagnosis, the verdict, and what the run changed
+    returns the host's report row (RV(row)), every check with its diagnosis, the verdict, and what the run changed
     and repaired there. Without O(settings) it returns only what the module read (RV(observed)).
   - GPU nodes; the NVIDIA devices on the PCI bus (vendor 0x10de), the loaded kernel modules (nvidia, nouveau),
     Secure Boot, the device plugin sockets kubelet lists, and whether a backup of containerd's config next to it
@@ -22,8 +22,8 @@ description:
 options:
   settings:
     description:
-      - The verify settings of the host (action plugin): host, node_name, kinds (gpu_node, control_plane), stacks,
-        expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, mig_layout, check_mode.
+      - The verify settings of the host, for the action plugin; keys host, node_name, kinds (gpu_node, control_plane),
+        stacks, expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, mig_layout, check_mode.
       - When given, O(gpu_node), O(control_plane), O(containerd_config) and O(scheduler_config_path) follow from
         it and the recorded states.
     type: dict
@@ -33,8 +33,8 @@ options:
     default: {}
   api:
     description:
-      - The answer of the host's API server (action plugin): a k8s_read result, or the register of a k8s_read task
-        looped over the API hosts (each result's C(item.host) names its API host).
+      - The answer of the host's API server, for the action plugin; a k8s_read result, or the register of a
+        k8s_read task looped over the API hosts (each result's C(item.host) names its API host).
     type: raw
   api_host:
     description: The host's API host (action plugin), to pick its answer out of O(api); empty for the control machine.

@@ -17,7 +17,7 @@ description:
     resource, or when O(busy) says the GPUs the change touches run processes; otherwise nothing is done.
   - V(schedulable) uncordons the node. V(pods_restarted) deletes the node's pods that O(selector) selects in
     O(namespace), so their DaemonSet starts them again (a device plugin lists MIG devices only when it starts).
-  - RV(cordoned) says whether this call cordoned the node (it was schedulable before): uncordon afterwards only then.
+  - RV(cordoned) says whether this call cordoned the node (it was schedulable before); uncordon afterwards only then.
   - When the API does not answer, O(if_unreachable=skip) returns with RV(reachable) false and a warning instead of
     failing.
 extends_documentation_fragment:

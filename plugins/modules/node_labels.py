@@ -8,12 +8,12 @@ short_description: Set the GPU and stack labels of every node one API server ser
 description:
   - Runs on the host that runs kubectl for the node's cluster (a control-plane host, or the control machine for a
     managed control plane), delegated from the node's own task so that the node is the host that C(changed). Reads
-    the node (C(kubectl get node NAME); several nodes at once: one C(kubectl get nodes)), plans it with the same code
+    the node (C(kubectl get node NAME), or one C(kubectl get nodes) for several nodes at once), plans it with the same code
     as the render (the node_labels section of the host plan), and patches only a node whose labels differ
     (C(kubectl patch node --type merge)).
   - With one node it returns the facts C(kgn_observed_node_labels) (the node as the API shows it at the end) and
-    C(kgn_state_node_labels) (the plan, what changed, and in C(changes) and C(repaired) what it did: the first
-    labelling of a node is a change, a correction of labels this project set before is a repair).
+    C(kgn_state_node_labels) (the plan, what changed, and in C(changes) and C(repaired) what it did; the
+    first labelling of a node is a change, a correction of labels this project set before is a repair).
   - Desired labels per node are its stacks' selector labels plus the labels derived from its GPU facts (GPU
     Feature Discovery style C(nvidia.com/gpu.*), C(accelerator), C(kube-gpu-nodes.io/gpu.volta-mps)) and its extra
     labels. Only labels this project set before, recorded in the node annotation

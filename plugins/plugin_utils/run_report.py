@@ -48,7 +48,10 @@ def _read(host_vars, names):
 
 
 def rows(hosts, hostvars, groups, check_mode):
-    """The report row of every host in ``hosts``: its verify result, else judged from what it gathered."""
+    """The report row of every host in ``hosts``: its verify result, else judged from what it gathered in this run
+    (the run_failures callback notes when the run started)."""
+    local = hostvars["localhost"] if "localhost" in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
+    since = str(_read(local, ("kgn_run_started",)).get("kgn_run_started") or "")
     found = []
     for host in hosts:
         own = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
@@ -61,7 +64,7 @@ def rows(hosts, hostvars, groups, check_mode):
         api_vars = _read(hostvars[api], ("kgn_state_stacks",)) if api and api in hostvars else {}
         settings = verify.settings_from_vars(host, known, groups, check_mode)
         failure = known.get("kgn_run_failure") or {}
-        row = verify.verify_host(settings, verify.states_from_vars(known, api_vars), None, None, failure)
+        row = verify.verify_host(settings, verify.states_from_vars(known, api_vars, since), None, None, failure)
         found.append(row)
     return found
 
