@@ -8,9 +8,9 @@ short_description: Set the GPU and stack labels of every node one API server ser
 description:
   - Runs on the host that runs kubectl for the node's cluster (a control-plane host, or the control machine for a
     managed control plane), delegated from the node's own task so that the node is the host that C(changed). Reads
-    the node (C(kubectl get node NAME), or one C(kubectl get nodes) for several nodes at once), plans it with the same code
-    as the render (the node_labels section of the host plan), and patches only a node whose labels differ
-    (C(kubectl patch node --type merge)).
+    the node (C(kubectl get node NAME), or one C(kubectl get nodes) for several nodes at once), plans it with the
+    same code as the render (the node_labels section of the host plan), and patches only a node whose labels
+    differ (C(kubectl patch node --type merge)).
   - With one node it returns the facts C(kgn_observed_node_labels) (the node as the API shows it at the end) and
     C(kgn_state_node_labels) (the plan, what changed, and in C(changes) and C(repaired) what it did; the
     first labelling of a node is a change, a correction of labels this project set before is a repair).
