@@ -175,3 +175,20 @@ def api_host_problems(host: str, variables: dict, inventory_hosts: set) -> list:
         return [f"{host}: kube_api_host is {value!r}, which is not a host of this inventory; name a "
                 "kube_control_plane host"]
     return []
+
+
+def hosts_with(hosts: object, hostvars: object, variable: str) -> list:
+    """The hosts of ``hosts`` whose inventory sets ``variable`` to something not empty (a play's hosts picked on the
+    control machine, such as the GPU nodes with a MIG layout). ``hostvars`` undefined (``--syntax-check`` templates
+    a play's hosts without it) means none."""
+    if hostvars is None or not hasattr(hostvars, "get"):
+        return []
+    if not isinstance(hosts, (list, tuple)):
+        raise KgnError(f"hosts_with: the input must be a list of inventory host names, got {hosts!r}")
+    found = []
+    for host in hosts:
+        own = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
+        value = own.get(variable) if hasattr(own, "get") else None
+        if value not in (None, "", [], {}):
+            found.append(host)
+    return found
