@@ -118,6 +118,10 @@ class CallbackModule(CallbackBase):
         host = result._host.get_name()
         if host in self._recorded or self._variables is None:
             return
+        kept = getattr(self._variables, "_nonpersistent_fact_cache", {}).get(host, {}).get("kgn_run_failure")
+        if kept:  # a step kept its failure with the host (its rescue); the gate after it only ends the host
+            self._recorded[host] = kept
+            return
         self._recorded[host] = {
             "play": self._play_name,
             "task": result._task.get_name(),
