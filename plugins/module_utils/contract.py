@@ -177,10 +177,10 @@ def api_host_problems(host: str, variables: dict, inventory_hosts: set) -> list:
     return []
 
 
-def hosts_with(hosts: object, hostvars: object, variable: str) -> list:
-    """The hosts of ``hosts`` whose inventory sets ``variable`` to something not empty (a play's hosts picked on the
-    control machine, such as the GPU nodes with a MIG layout). ``hostvars`` undefined (``--syntax-check`` templates
-    a play's hosts without it) means none."""
+def hosts_with(hosts: object, hostvars: object, variable: str, present: bool = True) -> list:
+    """The hosts of ``hosts`` whose inventory or facts set ``variable`` to something not empty (a play's hosts picked
+    on the control machine, such as the GPU nodes with a MIG layout); with ``present`` false, those that do not.
+    ``hostvars`` undefined (``--syntax-check`` templates a play's hosts without it) means none."""
     if hostvars is None or not hasattr(hostvars, "get"):
         return []
     if not isinstance(hosts, (list, tuple)):
@@ -189,6 +189,6 @@ def hosts_with(hosts: object, hostvars: object, variable: str) -> list:
     for host in hosts:
         own = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
         value = own.get(variable) if hasattr(own, "get") else None
-        if value not in (None, "", [], {}):
+        if (value not in (None, "", [], {})) == bool(present):
             found.append(host)
     return found

@@ -86,3 +86,12 @@ def test_a_good_inventory_has_no_problem():
 )
 def test_near(a, b, near):
     assert contract.near(a, b) is near
+
+
+def test_hosts_with_picks_a_plays_hosts_by_a_variable_and_knows_no_hostvars_in_a_syntax_check():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.contract import hosts_with
+
+    hostvars = {"g1": {"nvidia_mig_layout": "all-balanced"}, "g2": {"nvidia_mig_layout": ""}, "g3": {}}
+    assert hosts_with(["g1", "g2", "g3"], hostvars, "nvidia_mig_layout") == ["g1"]
+    assert hosts_with(["g1", "g2", "g3"], hostvars, "nvidia_mig_layout", False) == ["g2", "g3"]
+    assert hosts_with(["g1"], None, "nvidia_mig_layout") == []
