@@ -103,7 +103,6 @@ def _runtime(state, toolkit, probe):
         "answered": bool(live.get("answered")),
         "active": bool(live.get("active")),
         "service": live.get("service") or "",
-        "version": (plan.get("versions") or {}).get(engine) or "",
         "error": live.get("error") or ("" if live.get("active") else f"{plan.get('service')} is not running"),
         "default_runtime": live.get("default_runtime") or "",
         "runtimes": list(live.get("runtimes") or []),
