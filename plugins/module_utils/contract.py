@@ -180,11 +180,12 @@ def api_host_problems(host: str, variables: dict, inventory_hosts: set) -> list:
 def hosts_with(hosts: object, hostvars: object, variable: str, present: bool = True) -> list:
     """The hosts of ``hosts`` whose inventory or facts set ``variable`` to something not empty (a play's hosts picked
     on the control machine, such as the GPU nodes with a MIG layout); with ``present`` false, those that do not.
-    ``hostvars`` undefined (``--syntax-check`` templates a play's hosts without it) means none."""
-    if hostvars is None or not hasattr(hostvars, "get"):
-        return []
+    ``hostvars`` undefined means every host: Ansible defines it only once the run's first play started, so the
+    first play of a playbook (and ``--syntax-check``) cannot tell, and the play's own tasks decide."""
     if not isinstance(hosts, (list, tuple)):
         raise KgnError(f"hosts_with: the input must be a list of inventory host names, got {hosts!r}")
+    if hostvars is None or not hasattr(hostvars, "get"):
+        return list(hosts)
     found = []
     for host in hosts:
         own = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
