@@ -317,11 +317,14 @@ def verify_expected(settings, states):
     return expected
 
 
-def changes(states):
+def changes(states, kinds=("gpu_node", "control_plane")):
     """What the run changed and repaired on the host, per concern, from the recorded states: ``[{concern,
-    changed, check_mode, changes, repaired}]`` for each concern that changed (or in check mode would)."""
+    changed, check_mode, changes, repaired}]`` for each concern that changed (or in check mode would). The stacks
+    are a control plane's change (it applied them); a GPU node only reads their state."""
     found = []
     for concern in CONCERNS:
+        if concern == "stacks" and "control_plane" not in kinds:
+            continue
         state = (states or {}).get(concern)
         if not isinstance(state, dict) or not (state.get("changed") or state.get("repaired")):
             continue
@@ -341,7 +344,7 @@ def verify_host(settings, states, probe=None, api=None, run_failure=None):
     expected = verify_expected(settings, states)
     results = diagnose(run_checks(observed, expected))
     row = report_row(observed, expected, results, verdict(results))
-    row["changes"] = changes(states)
+    row["changes"] = changes(states, expected["kinds"])
     return row
 
 

@@ -214,3 +214,10 @@ def test_an_adopted_driver_says_so_in_the_driver_column():
     assert row["driver"] == "450.248.02 (adopted, not loaded)"
     gpu = {"present": True, "adopted": {"version": "450.248.02"}, "kernel_driver_version": "450.248.02"}
     assert row_for(node(gpu=gpu), NODE_EXPECTED)["driver"] == "450.248.02 (module, adopted)"
+
+
+def test_the_stacks_are_the_change_of_the_control_plane_that_applied_them():
+    stacks = {"plan": {}, "changed": True, "check_mode": False, "repaired": [], "changes": ["applied x.yml: created"]}
+    node = stopped("n1", {}, states={"stacks": stacks})
+    plane = verify.verify_host({"host": "cp1", "kinds": ["control_plane"]}, {"stacks": stacks})
+    assert node["changes"] == [] and [c["concern"] for c in plane["changes"]] == ["stacks"]
