@@ -38,7 +38,8 @@ class ActionModule(ActionBase):
         self._display.display(report.report_text(data))
         stopped = report.failed_steps(data["rows"])
         bad = run_report.verdict_failures(data, fail_on)
-        result.update(changed=False, report=data, folder=folder, stopped=stopped, not_ok=bad)
+        # the report itself is in the files (and printed above), not in the result the run's output repeats
+        result.update(changed=False, folder=folder, summary=data["summary"], stopped=stopped, not_ok=bad)
         where = f"{folder}/report.md"
         if stopped:
             result.update(failed=True, msg=f"The run stopped on {len(stopped)} host(s) before its end: "

@@ -45,8 +45,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-report:
-  description: The report (meta, summary, rows, problems, changes), as written to report.json.
+summary:
+  description: How many hosts are ok, degraded, pending and failed (the report itself is report.json in RV(folder)).
   returned: always
   type: dict
 folder:

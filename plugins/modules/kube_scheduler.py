@@ -552,9 +552,10 @@ def run(module):
                                  + (f": {'; '.join(repair)}" if repair else "")})
 
     def fail(msg):
-        # what the run saw stays with the host (the run_failures callback keeps these facts for the report)
-        module.fail_json(msg=msg, diff=diff, live=live, **result,
-                         ansible_facts=recorded("kube_scheduler", observed, plan, live, False, module.check_mode))
+        # what the scheduler shows now stays with the host (the run_failures callback keeps these facts for the report)
+        now = live_state(module, plan)
+        module.fail_json(msg=msg, diff=diff, live=now, **result,
+                         ansible_facts=recorded("kube_scheduler", observed, plan, now, False, module.check_mode))
 
     if plan["action"] == "leave" or not (todo or restart_needed):
         if plan["action"] != "leave" and not live["healthy"] and not module.check_mode:
