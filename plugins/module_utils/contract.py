@@ -12,6 +12,7 @@ import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED, version_string
 
 STACKS = tuple(stacks._CATALOG)
@@ -67,7 +68,7 @@ CONTRACT = {
         "description": "the host that runs kubectl for this host's cluster (labels, stacks, verify, upgrades)",
     },
     "kube_api_kubeconfig": {
-        "type": "str", "default": "/etc/kubernetes/admin.conf",
+        "type": "str", "default": DEFAULT_KUBECONFIG,
         "description": "the kubeconfig kubectl uses on the API host",
     },
 }
