@@ -15,7 +15,9 @@ description:
   - A failed result that carries the project's facts (C(kgn_state_<concern>), C(kgn_observed_<concern>), which a
     module that failed after reading the node returns to say what it saw) keeps them on the host, so the report
     shows what the host gathered before it stopped.
-  - The report of site.yml and playbooks/verify.yml (role gpu_node_verify) shows both in the row of a host that
+  - Which concerns' states each host recorded in this run is kept as C(kgn_run_states), so that the row of a host
+    that stopped judges those, not an older run's that the fact cache still holds.
+  - The report of site.yml and playbooks/verify.yml (role gpu_node_verify) shows all of it in the row of a host that
     stopped.
   - When a playbook that ends with the report (site.yml, playbooks/verify.yml) stops before it, because Ansible ends
     a run once every host of a play or of a serial batch has failed (a one-node fleet whose node failed), this
@@ -28,7 +30,6 @@ author: kube-gpu-nodes
 """
 
 import os  # noqa: E402
-import time  # noqa: E402
 
 from ansible import constants as C  # noqa: E402
 from ansible import context  # noqa: E402
@@ -60,6 +61,7 @@ class CallbackModule(CallbackBase):
         self._play = None
         self._play_name = ""
         self._recorded = {}
+        self._states = {}  # host -> the concerns whose kgn_state_<concern> this run recorded
         self._playbook_dir = ""
         self._report_planned = self._report_started = False
 
@@ -68,9 +70,6 @@ class CallbackModule(CallbackBase):
         self._report_planned = any(play.get_name() == REPORT_PLAY for play in playbook.get_plays())
 
     def v2_playbook_on_play_start(self, play):
-        if self._variables is None:  # the run's start: a stopped host's row uses only the states this run recorded
-            play.get_variable_manager().set_nonpersistent_facts(
-                "localhost", {"kgn_run_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         self._variables = play.get_variable_manager()
         self._play = play
         self._play_name = play.get_name()
@@ -130,12 +129,25 @@ class CallbackModule(CallbackBase):
         }
         self._variables.set_nonpersistent_facts(host, {"kgn_run_failure": self._recorded[host]})
 
+    def _note_states(self, result, facts):
+        """Which concerns' states this run recorded on the host (kgn_run_states): a stopped host's row judges only
+        those, not an older run's that the fact cache still holds."""
+        host = result._host.get_name()
+        found = {k[len("kgn_state_"):] for k in facts if k.startswith("kgn_state_")}
+        if found - self._states.get(host, set()) and self._variables is not None:
+            self._states[host] = self._states.get(host, set()) | found
+            self._variables.set_nonpersistent_facts(host, {"kgn_run_states": sorted(self._states[host])})
+
     def _keep_gathered(self, result):
         """The project's facts a failed module still returned: what it read before it stopped."""
         facts = (result._result or {}).get("ansible_facts") or {}
         kept = {k: v for k, v in facts.items() if k.startswith(("kgn_state_", "kgn_observed_"))}
         if kept and self._variables is not None:
             self._variables.set_nonpersistent_facts(result._host.get_name(), kept)
+            self._note_states(result, kept)
+
+    def v2_runner_on_ok(self, result):
+        self._note_states(result, (result._result or {}).get("ansible_facts") or {})
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if ignore_errors:

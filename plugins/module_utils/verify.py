@@ -405,13 +405,13 @@ def settings_from_vars(host, host_vars, groups, check_mode=False):
             "mig_layout": get("mig_layout", "nvidia_mig_layout", ""), "check_mode": bool(check_mode)}
 
 
-def states_from_vars(host_vars, api_host_vars=None, since=""):
+def states_from_vars(host_vars, api_host_vars=None, this_run=None):
     """The recorded states of a host (``kgn_state_<concern>`` facts), the stacks' from its API host when the host
-    applied none itself; with ``since`` (the run's start, ``%Y-%m-%dT%H:%M:%SZ``) only those this run recorded, not
-    an older run's the fact cache still holds."""
+    applied none itself; with ``this_run`` (the concerns whose state this run recorded on the host) only those, not
+    an older run's that the fact cache still holds."""
     states = {concern: host_vars.get(f"kgn_state_{concern}") or {} for concern in CONCERNS}
-    if not states["stacks"] and api_host_vars:
+    if this_run is not None:
+        states = {k: v for k, v in states.items() if k in this_run}
+    if not states.get("stacks") and api_host_vars:
         states["stacks"] = api_host_vars.get("kgn_state_stacks") or {}
-    if since:
-        states = {k: v for k, v in states.items() if isinstance(v, dict) and str(v.get("at") or "") >= since}
     return states

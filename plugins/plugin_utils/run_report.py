@@ -18,8 +18,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import kube_api
 # The register of the verify role's task on each host (roles/gpu_node_verify/tasks/main.yml).
 VERIFIED = "__gpu_node_verify_result"
 # Variables a row of an unverified host is made from.
-_READ = ("kgn_run_failure", "kube_api_host", "kube_api_kubeconfig", "gpu_sharing_stacks", "gpu_driver_version",
-         "nvidia_mig_layout", *(f"kgn_state_{c}" for c in verify.CONCERNS),
+_READ = ("kgn_run_failure", "kgn_run_states", "kube_api_host", "kube_api_kubeconfig", "gpu_sharing_stacks",
+         "gpu_driver_version", "nvidia_mig_layout", *(f"kgn_state_{c}" for c in verify.CONCERNS),
          *(f"gpu_node_verify_{k}" for k in ("gpu_group", "control_plane_group", "node_name", "stacks", "expect_gpu",
                                             "waived_checks", "driver_version", "extra_labels", "labels_require_gpu",
                                             "mig_layout")))
@@ -49,9 +49,7 @@ def _read(host_vars, names):
 
 def rows(hosts, hostvars, groups, check_mode):
     """The report row of every host in ``hosts``: its verify result, else judged from what it gathered in this run
-    (the run_failures callback notes when the run started)."""
-    local = hostvars["localhost"] if "localhost" in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
-    since = str(_read(local, ("kgn_run_started",)).get("kgn_run_started") or "")
+    (the run_failures callback notes which states each host recorded in this run, kgn_run_states)."""
     found = []
     for host in hosts:
         own = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
@@ -64,7 +62,9 @@ def rows(hosts, hostvars, groups, check_mode):
         api_vars = _read(hostvars[api], ("kgn_state_stacks",)) if api and api in hostvars else {}
         settings = verify.settings_from_vars(host, known, groups, check_mode)
         failure = known.get("kgn_run_failure") or {}
-        row = verify.verify_host(settings, verify.states_from_vars(known, api_vars, since), None, None, failure)
+        this_run = known.get("kgn_run_states")
+        states = verify.states_from_vars(known, api_vars, None if this_run is None else this_run)
+        row = verify.verify_host(settings, states, None, None, failure)
         found.append(row)
     return found
 

@@ -27,7 +27,6 @@ PLAYBOOK = """
           plan: {version_package: nvidia-driver}
           live: {packages: {nvidia-driver: "535.261.03-1"}, gpu: {gpu_present: false}}
           changed: false
-          at: "{{ now(utc=true, fmt='%Y-%m-%dT%H:%M:%SZ') }}"
     - name: Fail the way a broken node fails
       ansible.builtin.fail:
         msg: dpkg was interrupted, you must manually run 'dpkg --configure -a'
@@ -42,7 +41,9 @@ def _run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
         "all:\n  vars:\n    gpu_node_verify_report_dir: " + str(tmp_path / "reports") + "\n"
         "    kubernetes_version: '1.30.4'\n    gpu_sharing_stacks: []\n"
         "  children:\n    kube_control_plane: {hosts: {}}\n"
-        "    gpu_nodes:\n      hosts:\n        gpu1: {ansible_connection: local}\n")
+        "    gpu_nodes:\n      hosts:\n        gpu1:\n          ansible_connection: local\n"
+        # an older run's state, as the fact cache would hold it: not this run's, so not judged
+        "          kgn_state_container_runtime: {plan: {engine: docker}, live: {answered: true}}\n")
     (tmp_path / "site.yml").write_text(PLAYBOOK.replace("{top}", str(TOP)))
     return subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "site.yml"),
                            *extra], cwd=TOP, capture_output=True, text=True, timeout=300, check=False)
@@ -63,6 +64,7 @@ def test_a_one_node_fleet_whose_node_fails_still_gets_its_report(tmp_path, extra
     assert checks["host_reached"]["status"] == "failed"
     assert "dpkg was interrupted" in checks["host_reached"]["summary"]
     assert checks["host_reached"]["diagnosis"][0]["id"] == "host_failed"
-    # what it gathered before it stopped, not "?"
+    # what it gathered before it stopped, not "?"; only what this run recorded
     assert row["driver"] == "535.261.03-1 (installed, not loaded)"
+    assert row["runtime"] == "not recorded"
     assert report["meta"]["written_by"].startswith("the run_failures callback")
