@@ -538,9 +538,10 @@ def run(module):
     files = change.pending(plan["files"])
     removals = change.pending(plan["remove"])
     # a live problem is a repair when the files were already as planned (a restart that never happened, a stopped
-    # scheduler); when this run writes them, the restart is part of that change (a first install is not a repair)
+    # scheduler); when this run writes or removes them, the restart is part of that change (a first install, or the
+    # extender taken back, is not a repair)
     problems = list(live["problems"]) if plan["action"] != "leave" else []
-    repair = problems if not files else [p for p in problems if "no kube-scheduler process runs" in p]
+    repair = problems if not (files or removals) else [p for p in problems if "no kube-scheduler process runs" in p]
     restart_needed = bool(files or problems or (plan["action"] == "remove" and removals))
     if plan["style"] == "kubeadm" and restart_needed and not any(f["path"] == plan["manifest"] for f in files):
         # the manifest is right but the pod must read the files again: a new restart annotation
