@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 
 def _inputs(spec_doc) -> dict:
@@ -95,4 +96,4 @@ class FilterModule:
     """Inventory contract filters."""
 
     def filters(self):
-        return {"inventory_problems": inventory_problems}
+        return {"inventory_problems": inventory_problems, **wrap({"hosts_with": contract.hosts_with})}

@@ -13,6 +13,7 @@ import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels, mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
     ALLOW_NEWER,
     KUBERNETES_SUPPORTED,
@@ -79,7 +80,7 @@ CONTRACT = {
         "description": "the host that runs kubectl for this host's cluster (labels, stacks, verify, upgrades)",
     },
     "kube_api_kubeconfig": {
-        "type": "str", "default": "/etc/kubernetes/admin.conf",
+        "type": "str", "default": DEFAULT_KUBECONFIG,
         "description": "the kubeconfig kubectl uses on the API host",
     },
 }
@@ -282,3 +283,21 @@ def api_host_problems(host: str, variables: dict, inventory_hosts: set) -> list:
         return [f"{host}: kube_api_host is {value!r}, which is not a host of this inventory; name a "
                 "kube_control_plane host"]
     return []
+
+
+def hosts_with(hosts: object, hostvars: object, variable: str, present: bool = True) -> list:
+    """The hosts of ``hosts`` whose inventory or facts set ``variable`` to something not empty (a play's hosts picked
+    on the control machine, such as the GPU nodes with a MIG layout); with ``present`` false, those that do not.
+    ``hostvars`` undefined means every host: Ansible defines it only once the run's first play started, so the
+    first play of a playbook (and ``--syntax-check``) cannot tell, and the play's own tasks decide."""
+    if not isinstance(hosts, (list, tuple)):
+        raise KgnError(f"hosts_with: the input must be a list of inventory host names, got {hosts!r}")
+    if hostvars is None or not hasattr(hostvars, "get"):
+        return list(hosts)
+    found = []
+    for host in hosts:
+        own = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
+        value = own.get(variable) if hasattr(own, "get") else None
+        if (value not in (None, "", [], {})) == bool(present):
+            found.append(host)
+    return found

@@ -1,6 +1,6 @@
 """What the running container engine shows (node side), judged against the runtime plan.
 
-The container_runtime module checks it after every change and on every run; verify (gpu_node_probe)
+The container_runtime module checks it after every change and on every run; verify (gpu_node_verify)
 reports it. One place decides what "the engine runs nvidia" means: the engine answers, it knows the
 nvidia runtime, nvidia is its default (when asked), it was started after its config files last
 changed, and the runtime binary it is told to run executes.

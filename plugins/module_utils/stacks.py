@@ -52,6 +52,19 @@ _EXTENDER_KEYS = (
     "enable_https", "http_timeout", "node_cache_capable", "managed_resources", "ignorable", "tls",
 )
 
+# What a stack's entry says, besides its manifests' templates (TEMPLATES) and images (IMAGE_KEYS):
+#   resources        what its device plugin advertises; allocatable: the part of it that is node allocatable
+#   node_labels      what its DaemonSets select nodes by (gpu_node_labels sets them)
+#   node_annotations what its device plugin writes on the node once it registered the GPUs (verify)
+#   claims_whole_gpus its device plugin advertises every GPU of the node (two such stacks cannot share a node)
+#   extender         the extender kube-scheduler is given (kube_scheduler_extender), or None
+#   service          the extender's Service (in-cluster URL, NodePort)
+#   own_scheduler    a kube-scheduler and mutating webhook of its own (verify reads their Deployment and webhook)
+#   device_plugin_sockets  regular expressions of the socket its device plugin registers with kubelet (verify)
+#   daemonset_args   arguments a DaemonSet of it must run with: [{daemonset, arg}] (verify)
+# A new stack is one entry here plus its templates (and, if it brings its own kind of object, a check).
+ANY_PLUGIN_SOCKET = r"(?!kubelet\.sock$).+\.sock"
+
 _CATALOG = {
     "nvidia_device_plugin": {
         "description": "NVIDIA k8s-device-plugin: whole GPUs, optionally time-sliced or MPS-shared",
@@ -62,6 +75,9 @@ _CATALOG = {
         "claims_whole_gpus": True,
         "extender": None,
         "service": None,
+        # k8s-device-plugin 1.11 registers nvidia.sock (docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes
+        # 1.16); later releases name the socket after the resource, nvidia-gpu.sock
+        "device_plugin_sockets": [r"nvidia.*\.sock"],
     },
     "gpushare": {
         "description": "Aliyun gpushare: GPU memory sharing through a scheduler extender",
@@ -81,6 +97,9 @@ _CATALOG = {
             "ignorable": False,
         },
         "service": {"name": "gpushare-schd-extender", "port": 12345, "node_port": 32766},
+        "device_plugin_sockets": [r"aliyun.*\.sock"],  # aliyungpushare.sock
+        # the gpushare design in docs/field-notes.md runs the device plugin with --memory-unit=GiB
+        "daemonset_args": [{"daemonset": "gpushare-device-plugin-ds", "arg": "--memory-unit"}],
     },
     "nano_gpu": {
         "description": "Tencent nano-gpu: GPU percentage sharing through a scheduler extender",
@@ -104,6 +123,8 @@ _CATALOG = {
         # node_port is this project's choice (upstream uses a ClusterIP Service) so that a
         # kube-scheduler on the host network can reach it at 127.0.0.1 like gpushare.
         "service": {"name": "nano-gpu-scheduler", "port": 39999, "node_port": 32765},
+        # no source pins the nano-gpu agent's socket name: any device plugin socket but kubelet's counts
+        "device_plugin_sockets": [ANY_PLUGIN_SOCKET],
     },
     "elastic_gpu": {
         "description": "elastic-gpu: GPU claims (CRDs) with a scheduler extender and node agent",
@@ -126,6 +147,7 @@ _CATALOG = {
             "ignorable": False,
         },
         "service": {"name": "elastic-gpu-scheduler", "port": 39999, "node_port": 32764},
+        "device_plugin_sockets": [ANY_PLUGIN_SOCKET],  # not pinned by a source either
     },
     "hami": {
         "description": "HAMi: GPU memory and core sharing through its own kube-scheduler, extender and webhook",
@@ -139,6 +161,7 @@ _CATALOG = {
         "extender": None,
         "service": None,
         "own_scheduler": {"name": hami.SCHEDULER_NAME, "webhook": hami.WEBHOOK_NAME, "extender": hami.extender()},
+        "device_plugin_sockets": [ANY_PLUGIN_SOCKET],  # HAMi's socket name is not pinned by a source
     },
 }
 
@@ -871,20 +894,26 @@ def stacks_plan(inputs, observed=None):
     own manifests are left out and ``adopted`` names what is kept.
     """
     p = _stack_inputs(inputs)
-    _problems(p)
     observed = observed or {}
     if not isinstance(observed, dict):
         raise KgnError("stacks_plan: observed must be a mapping (files, api)")
+    plan = _template_plan(p)
+    if p["manifests"] is None:
+        return plan
+    return _finished(plan, p, observed)
+
+
+def _template_plan(p):
+    """The first half of the plan: which templates, with the values they render (no manifest text yet)."""
+    _problems(p)
     stacks = _stack_list(p["stacks"])
     p["stacks"] = stacks
-    assumed = []
     catalog = stack_catalog(stacks)
     api = _kubernetes(p) if stacks else None
     dp = _device_plugin(p) if "nvidia_device_plugin" in stacks else None
     secondary = _secondary(p, catalog) if stacks else {"enabled": False}
     own_scheduler = _hami(p) if "hami" in stacks else {"enabled": False}
-    planned = _manifest_list(p, dp, secondary) if stacks else []
-    plan = {
+    return {
         "kubernetes_version": p["kubernetes_version"],
         "stacks": stacks,
         "namespace": p["namespace"],
@@ -899,20 +928,40 @@ def stacks_plan(inputs, observed=None):
         "mig_strategy": p["mig_strategy"],
         "replicas": p["replicas"],
         "gpushare_mps": p["gpushare_mps"],
+        "existing_device_plugin": p["existing_device_plugin"],
         "secondary": secondary,
         "hami": own_scheduler,
         "samples": p["samples"],
         "labels": {"managed_by": dict(MANAGED_BY), "stack": STACK_LABEL},
-        "manifests": planned,
+        "manifests": _manifest_list(p, dp, secondary) if stacks else [],
         "files": [],
         "objects": [],
         "remove_files": [],
         "prune": [],
         "adopted": [],
-        "assumed": assumed,
+        "assumed": [],
     }
-    if p["manifests"] is None:
-        return plan
+
+
+def finish_plan(plan, manifests, observed=None):
+    """The second half of the plan, from the template plan (``stacks_plan`` without manifests, as the
+    k8s_manifests action planned it on the controller), the manifests rendered from it (``{path: text}``) and
+    what the module read (``observed``, as in ``stacks_plan``): the objects, the files to write, what another
+    device plugin already serves (adopted), and what to remove. The template plan is not planned again."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("manifests"), list) \
+            or "existing_device_plugin" not in plan:
+        raise KgnError("finish_plan: plan must be the stacks plan without manifests (stacks_plan(settings))")
+    observed = observed or {}
+    if not isinstance(observed, dict):
+        raise KgnError("stacks_plan: observed must be a mapping (files, api)")
+    p = {key: plan[key] for key in ("stacks", "manifest_dir", "sharing", "existing_device_plugin")}
+    p["manifests"] = manifests
+    return _finished(copy.deepcopy(plan), p, observed)
+
+
+def _finished(plan, p, observed):
+    assumed = plan["assumed"]
+    planned = plan["manifests"]
     objects = _desired_objects(p, planned)
     adopted = _adopted(p, observed.get("api") or {}, assumed) if observed else []
     if adopted:  # the adopted stacks' own manifests are left out; their samples stay (they use the adopted one)

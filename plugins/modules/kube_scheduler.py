@@ -595,8 +595,12 @@ def run(module):
     live = live_state(module, plan)
     files = change.pending(plan["files"])
     removals = change.pending(plan["remove"])
-    repair = list(live["problems"]) if plan["action"] != "leave" else []
-    restart_needed = bool(files or repair or (plan["action"] == "remove" and removals))
+    # a live problem is a repair when the files were already as planned (a restart that never happened, a stopped
+    # scheduler); when this run writes or removes them, the restart is part of that change (a first install, or the
+    # extender taken back, is not a repair)
+    problems = list(live["problems"]) if plan["action"] != "leave" else []
+    repair = problems if not (files or removals) else [p for p in problems if "no kube-scheduler process runs" in p]
+    restart_needed = bool(files or problems or (plan["action"] == "remove" and removals))
     if plan["style"] == "kubeadm" and restart_needed and not any(f["path"] == plan["manifest"] for f in files):
         # the manifest is right but the pod must read the files again: a new restart annotation
         files += change.pending([restart_manifest(plan, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))])
@@ -607,7 +611,10 @@ def run(module):
                                  + (f": {'; '.join(repair)}" if repair else "")})
 
     def fail(msg):
-        module.fail_json(msg=msg, diff=diff, live=live, **result)
+        # what the scheduler shows now stays with the host (the run_failures callback keeps these facts for the report)
+        now = live_state(module, plan)
+        module.fail_json(msg=msg, diff=diff, live=now, **result,
+                         ansible_facts=recorded("kube_scheduler", observed, plan, now, False, module.check_mode))
 
     if plan["action"] == "leave" or not (todo or restart_needed):
         if plan["action"] != "leave" and not live["healthy"] and not module.check_mode:
@@ -631,10 +638,14 @@ def run(module):
     _apply(module, p, plan, todo, restart_needed, live, fail)
     result["repaired"] = repair
     host.say(module, repaired=repair)
+    changes = [f"wrote {f['path']}" for f in files if f.get("content") is not None] + [
+        f"removed {f['path']}" for f in removals] + ([f"restarted kube-scheduler ({plan['style']})"]
+                                                     if restart_needed else [])
     live = live_state(module, plan)
     live["persisted_argv"] = plan["argv"]  # written by this run
     module.exit_json(changed=True, msg=plan["reason"], live=live, diff=diff,
-                     ansible_facts=recorded("kube_scheduler", observed, plan, live, True, False, repair), **result)
+                     ansible_facts=recorded("kube_scheduler", observed, plan, live, True, False, repair, changes),
+                     **result)
 
 
 if __name__ == "__main__":

@@ -155,9 +155,10 @@ case_config_unreadable() {
   local config=/etc/kubernetes/scheduler-policy-config.yaml
   on kgn-cp-kubeasz "cp -p $config /root/scheduler-config.fault && head -c 300 /dev/urandom > $config &&
     sha256sum $config > /root/scheduler-config.damaged && systemctl restart kube-scheduler || true"
-  run unreadable site.yml
+  # the scheduler step alone (what a failed control plane does to the rest of the run: control_plane_fails)
+  run unreadable playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
   said unreadable "$config is not UTF-8 text"
-  said unreadable "the run stopped before its report"
+  grep -qE 'kgn-cp-kubeasz +: .*failed=1' "$logs/unreadable.out" || fail "unreadable: the refusal did not fail the host"
   on kgn-cp-kubeasz 'sha256sum -c --quiet /root/scheduler-config.damaged' || fail "the damaged file was changed"
   on kgn-cp-kubeasz "mv /root/scheduler-config.fault $config"
   ok_run unreadable-repair playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
@@ -188,8 +189,53 @@ case_foreign_device_plugin() {
     || fail "our device plugin is not back"
 }
 
+restore_scheduler() { on kgn-cp-kubeasz 'mv /root/kube-scheduler.fault /opt/kube/bin/kube-scheduler'; }
+
+case_control_plane_fails() {
+  say "one control plane's kube-scheduler cannot come back: its cluster's scheduler step stops, the rest goes on"
+  local before
+  before=$(readlink "$top/reports/latest" || true)
+  # the binary exits at start (a broken upgrade), and our drop-in is gone, so the run must restart the scheduler
+  on kgn-cp-kubeasz 'cp -p /opt/kube/bin/kube-scheduler /root/kube-scheduler.fault &&
+    printf "#!/bin/sh\necho \"kube-scheduler: fault injected: cannot start\" >&2\nexit 1\n" > /opt/kube/bin/kube-scheduler &&
+    rm -f /etc/systemd/system/kube-scheduler.service.d/90-kube-gpu-nodes-scheduler-config.conf'
+  run cp-fails site.yml -e kube_scheduler_extender_health_timeout=15
+  grep -qE '^kgn-cp-kubeasz +: .*failed=1' "$logs/cp-fails.out" || { restore_scheduler; fail "the control plane did not fail"; }
+  grep -qE '^localhost +: .*failed=1' "$logs/cp-fails.out" || { restore_scheduler; fail "the run did not end failed"; }
+  for host in kgn-cp-kubeadm kgn-gpu-containerd kgn-gpu-docker; do
+    grep -qE "^$host +: .*failed=0" "$logs/cp-fails.out" || { restore_scheduler; fail "$host failed too"; }
+  done
+  # the other cluster's stacks and every GPU node's labels still ran, and the report has every host's row
+  grep -A3 'TASK \[kgn.gpu_nodes.gpu_sharing_stacks : Plan the stacks' "$logs/cp-fails.out" | grep -q 'kgn-cp-kubeadm' \
+    || { restore_scheduler; fail "the kubeadm cluster's stacks did not run"; }
+  [ "$(readlink "$top/reports/latest")" != "$before" ] || { restore_scheduler; fail "no report was written"; }
+  python3 - "$top/reports/latest/report.json" <<'PY' || { restore_scheduler; fail "the report does not say it"; }
+import json, sys
+report = json.load(open(sys.argv[1]))
+rows = {r["host"]: r for r in report["rows"]}
+assert set(rows) == {"kgn-cp-kubeadm", "kgn-cp-kubeasz", "kgn-gpu-docker", "kgn-gpu-containerd"}, set(rows)
+failed = rows["kgn-cp-kubeasz"]
+reached = next(c for c in failed["checks"] if c["id"] == "host_reached")
+assert failed["verdict"] == "failed" and reached["status"] == "failed", failed
+assert "kube-scheduler" in reached["summary"] and reached["diagnosis"][0]["id"] == "host_failed", reached
+# what it gathered before it stopped: the scheduler's recorded state, not "?"
+assert failed["scheduler"].startswith("v1beta"), failed["scheduler"]
+for host in ("kgn-cp-kubeadm", "kgn-gpu-docker", "kgn-gpu-containerd"):
+    assert rows[host]["verdict"] in ("ok", "degraded"), (host, rows[host]["verdict"])
+    assert not [c for c in rows[host]["checks"] if c["id"] == "host_reached"], host
+labels = {c["id"]: c for c in rows["kgn-gpu-docker"]["checks"]}["node_labels"]
+assert labels["status"] == "ok", labels
+PY
+  cp "$top/reports/latest/report.md" "$logs/cp-fails-report.md"
+  restore_scheduler
+  ok_run cp-fails-repair playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  on kgn-cp-kubeasz 'pid=$(systemctl show -p MainPID --value kube-scheduler); test "$pid" -gt 0 &&
+    tr "\0" " " < /proc/$pid/cmdline | grep -q -- "--config="' || fail "kube-scheduler is not back on its config"
+  unchanged cp-fails-again site.yml
+}
+
 cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
-       scheduler_restart_interrupted config_unreadable stack_removed foreign_device_plugin)
+       scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;

@@ -148,3 +148,13 @@ def test_free_form_role_inputs_are_checked_in_the_first_play(name, value, says):
 def test_good_free_form_role_inputs_pass(name, value):
     assert inventory_problems({"all": ["node"], "kube_control_plane": [], "gpu_nodes": ["node"]},
                               {"node": {**GOOD, name: value}}, _role_specs()) == []
+
+
+def test_hosts_with_picks_a_plays_hosts_by_a_variable_and_knows_no_hostvars_in_a_syntax_check():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.contract import hosts_with
+
+    hostvars = {"g1": {"nvidia_mig_layout": "all-balanced"}, "g2": {"nvidia_mig_layout": ""}, "g3": {}}
+    assert hosts_with(["g1", "g2", "g3"], hostvars, "nvidia_mig_layout") == ["g1"]
+    assert hosts_with(["g1", "g2", "g3"], hostvars, "nvidia_mig_layout", False) == ["g2", "g3"]
+    # the first play of a run is templated before Ansible defines hostvars: every host, the play's tasks decide
+    assert hosts_with(["g1", "g2"], None, "nvidia_mig_layout") == ["g1", "g2"]

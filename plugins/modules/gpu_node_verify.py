@@ -1,20 +1,45 @@
 #!/usr/bin/python
-"""Read-only reads that only verify makes (the concerns' own modules record the rest)."""
+"""Verify one host: read it live (what only verify looks at), judged on the controller by its action plugin."""
 
 DOCUMENTATION = r"""
 ---
-module: gpu_node_probe
-short_description: Read what only verification looks at on a GPU node or control plane (read-only)
+module: gpu_node_verify
+short_description: Verify a GPU node or control plane, live, and return its report row (read-only)
 description:
-  - The driver, runtime and scheduler modules record what they see live (the facts C(kgn_state_<concern>));
-    this module reads what none of them looks at, for the gpu_node_verify role. Changes nothing; safe in
+  - One call per host. The module reads the host live, what the driver, runtime and scheduler modules do not look
+    at (they record what they see live themselves, the facts C(kgn_state_<concern>)). Changes nothing; safe in
     check mode.
+  - Its action plugin runs the module on the host, then judges on the controller, with the checks of
+    plugins/module_utils/checks_*.py (verify.verify_host), what the module read, the host's recorded states
+    (O(states)) and its API server's answer (O(api), the k8s_read module's, read once per API server), and
+    returns the host's report row (RV(row)), every check with its diagnosis, the verdict, and what the run changed
+    and repaired there. Without O(settings) it returns only what the module read (RV(observed)).
   - GPU nodes; the NVIDIA devices on the PCI bus (vendor 0x10de), the loaded kernel modules (nvidia, nouveau),
     Secure Boot, the device plugin sockets kubelet lists, and whether a backup of containerd's config next to it
     mentions the nvidia runtime (a config rewritten by another installer).
   - Control planes; the scheduler config file's extender URLs and whether each answers, kube-proxy's mode and
     net.ipv4.conf.all.route_localnet (a NodePort on 127.0.0.1 needs them).
 options:
+  settings:
+    description:
+      - The verify settings of the host, for the action plugin; keys host, node_name, kinds (gpu_node, control_plane),
+        stacks, expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, mig_layout, check_mode.
+      - When given, O(gpu_node), O(control_plane), O(containerd_config) and O(scheduler_config_path) follow from
+        it and the recorded states.
+    type: dict
+  states:
+    description: The host's recorded states, concern -> C(kgn_state_<concern>) (action plugin).
+    type: dict
+    default: {}
+  api:
+    description:
+      - The answer of the host's API server, for the action plugin; a k8s_read result, or the register of a
+        k8s_read task looped over the API hosts (each result's C(item.host) names its API host).
+    type: raw
+  api_host:
+    description: The host's API host (action plugin), to pick its answer out of O(api); empty for the control machine.
+    type: str
+    default: ""
   gpu_node:
     description: Read the GPU node side.
     type: bool
@@ -47,14 +72,34 @@ author: kube-gpu-nodes
 """
 
 EXAMPLES = r"""
-- name: Read what only verify looks at
-  kgn.gpu_nodes.gpu_node_probe:
+- name: Verify this host against its recorded states and its API server's answer
+  kgn.gpu_nodes.gpu_node_verify:
+    settings:
+      host: "{{ inventory_hostname }}"
+      kinds: [gpu_node]
+      stacks: [gpushare]
+      driver_version: "535.261.03"
+    states:
+      nvidia_driver: "{{ kgn_state_nvidia_driver | default({}) }}"
+      container_runtime: "{{ kgn_state_container_runtime | default({}) }}"
+    api: "{{ cluster }}"
+  register: verified
+
+- name: Only read what verify looks at
+  kgn.gpu_nodes.gpu_node_verify:
     gpu_node: true
     containerd_config: /etc/containerd/config.toml
   register: probe
 """
 
 RETURN = r"""
+row:
+  description: >-
+    The host's report row (action plugin, with O(settings)): host, role, gpu, driver, cuda, runtime, mig, scheduler,
+    labels, stack, verdict (ok, degraded, pending, failed), checks (each with id, title, status, summary, evidence
+    and diagnosis: causes and fixes), changes (what the run changed and repaired, per concern).
+  returned: with settings
+  type: dict
 observed:
   description: >-
     gpu_node, control_plane, pci_devices, modules, secure_boot, device_plugin {dir, dir_exists, sockets},
@@ -171,6 +216,11 @@ def main():
             "scheduler_config_path": {"type": "str", "default": ""},
             "kube_proxy_mode_url": {"type": "str", "default": "http://127.0.0.1:10249/proxyMode"},
             "timeout": {"type": "int", "default": 5},
+            # judged by the action plugin on the controller, never sent to the node
+            "settings": {"type": "dict"},
+            "states": {"type": "dict", "default": {}},
+            "api": {"type": "raw"},
+            "api_host": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )

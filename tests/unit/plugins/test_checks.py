@@ -1,21 +1,19 @@
-"""verify_checks / diagnose / verify_verdict against the role's real diagnosis catalog.
+"""The registered checks (plugins/module_utils/checks_*.py) and the causes registered with them, run and diagnosed
+as verify does (checks.run_checks, checks.diagnose, checks.verdict).
 
-Each fault is an observation a node really shows in that state (what gpu_node_probe returns); the
-test asserts the check that fails and the catalog entry that explains it.
+Each fault is an observation a node really shows in that state (what verify.verify_observed builds from the
+gpu_node_verify module's reads, the recorded states and the API); the test asserts the check that fails and the
+registered cause that explains it.
 """
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
-import ansible_collections.kgn.gpu_nodes.plugins.filter.diagnose as d
 import pytest
-import yaml
-from ansible.errors import AnsibleFilterError
-
-ROLE_VARS = Path(__file__).resolve().parents[3] / "roles" / "gpu_node_verify" / "vars" / "main.yml"
-CATALOG = yaml.safe_load(ROLE_VARS.read_text())["__gpu_node_verify_catalog"]
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks as c
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 GPU_OK = {
     "present": True,
@@ -113,8 +111,8 @@ def node(gpu=None, runtime=None, api=None, sockets=("aliyungpushare.sock",)):
 
 
 def judge(observed, expected=NODE_EXPECTED):
-    checks = d.diagnose(d.verify_checks(observed, expected), CATALOG)
-    return {c["id"]: c for c in checks}, d.verify_verdict(checks)
+    checks = c.diagnose(c.run_checks(observed, expected))
+    return {check["id"]: check for check in checks}, c.verdict(checks)
 
 
 def causes(check):
@@ -124,7 +122,7 @@ def causes(check):
 def test_healthy_gpu_node_is_ok_with_every_check_ok():
     checks, verdict = judge(node())
     assert verdict == "ok"
-    assert {c["status"] for c in checks.values()} == {"ok"}
+    assert {check["status"] for check in checks.values()} == {"ok"}
     assert set(checks) == {
         "gpu_present",
         "driver_package",
@@ -141,7 +139,7 @@ def test_healthy_gpu_node_is_ok_with_every_check_ok():
 
 def test_healthy_control_plane_is_ok():
     checks, verdict = judge({"scheduler": copy.deepcopy(SCHED_OK), "api": copy.deepcopy(API_OK)}, CP_EXPECTED)
-    assert verdict == "ok", [c for c in checks.values() if c["status"] != "ok"]
+    assert verdict == "ok", [check for check in checks.values() if check["status"] != "ok"]
 
 
 @pytest.mark.parametrize(("expect_gpu", "status", "verdict"), [(False, "warn", "degraded"), (True, "failed", "failed")])
@@ -363,18 +361,49 @@ def test_docker_daemon_down_is_a_failure_with_its_cause():
     assert checks["runtime_default"]["status"] == "skipped"
 
 
-def test_every_catalog_entry_is_reachable_by_some_check_id():
-    assert {e["check"] for e in CATALOG} <= set(d.TITLES)
-    assert len({e["id"] for e in CATALOG}) == len(CATALOG), "catalog ids must be unique"
+def test_every_cause_is_registered_once_with_its_check():
+    ids = [entry["id"] for check in c.REGISTRY.values() for entry in check.causes]
+    assert len(ids) == len(set(ids)), "cause ids must be unique"
+    assert len(ids) >= 64  # the 61 causes of the former catalog, and the three of a run that stopped
 
 
 def test_bad_input_is_refused_with_a_message():
-    with pytest.raises(AnsibleFilterError, match=r"expected\.kinds"):
-        d.verify_checks({}, {"kinds": ["worker"]})
-    with pytest.raises(AnsibleFilterError, match="lacks cause"):
-        d.diagnose([], [{"id": "x", "check": "gpu_present", "fix": "y"}])
-    with pytest.raises(AnsibleFilterError, match="status"):
-        d.verify_verdict([{"id": "x", "status": "maybe"}])
+    with pytest.raises(KgnError, match=r"expected\.kinds"):
+        c.run_checks({}, {"kinds": ["worker"]})
+    with pytest.raises(KgnError, match="needs id, cause and fix"):
+        c.check("x_check", "x", kinds=(c.GPU_NODE,), causes=[{"id": "x", "fix": "y"}])(lambda *_: None)
+    with pytest.raises(KgnError, match="registered twice"):
+        c.check("gpu_present", "x", kinds=(c.GPU_NODE,))(lambda *_: None)
+    with pytest.raises(KgnError, match="status"):
+        c.verdict([{"id": "x", "status": "maybe"}])
+
+
+def test_a_check_that_returns_something_else_than_a_result_is_refused():
+    c.check("test_broken", "a broken check", kinds=(c.CONTROL_PLANE,))(lambda *_: {"status": "fine"})
+    try:
+        with pytest.raises(KgnError, match="test_broken returned"):
+            c.run_checks({}, {"kinds": ["control_plane"]})
+    finally:
+        del c.REGISTRY["test_broken"]
+
+
+def test_a_new_check_registers_with_its_causes_and_runs_in_order():
+    """The extension point (docs/architecture.md, "Verification"): one function, its causes, nothing else."""
+    @c.check("test_dra_slices", "DRA ResourceSlices published", kinds=(c.GPU_NODE,), concerns=("stacks",),
+             causes=[c.cause("no_slices", when={"count": 0}, cause="no ResourceSlice for {node}",
+                             fix="check the DRA kubelet plugin on {node}")])
+    def dra(seen, want, done):
+        assert done.status("node_registered") == "ok"  # the checks registered before it ran first
+        return c.failed("0 slices", count=0, node="gpu1")
+
+    try:
+        checks, verdict = judge(node())
+        assert verdict == "failed" and list(checks)[-1] == "test_dra_slices"
+        assert checks["test_dra_slices"]["diagnosis"][0]["cause"] == "no ResourceSlice for gpu1"
+        checks, verdict = judge(node(), dict(NODE_EXPECTED, pending=["stacks"]))
+        assert (verdict, checks["test_dra_slices"]["status"]) == ("pending", "pending")
+    finally:
+        del c.REGISTRY["test_dra_slices"]
 
 
 def test_daemonsets_are_reduced_to_name_and_args():
@@ -385,21 +414,21 @@ def test_daemonsets_are_reduced_to_name_and_args():
             "status": {"desiredNumberScheduled": 1, "numberReady": 1},
         }
     ]
-    assert d.verify_daemonsets(items) == [
+    assert verify.api_view(_answer(daemonsets=items), "gpu1")["daemonsets"] == [
         {"name": "ds", "namespace": "kube-system", "args": ["plugin", "--memory-unit=GiB"], "desired": 1, "ready": 1}
     ]
 
 
-def test_waived_check_degrades_but_keeps_its_diagnosis():
+def test_a_waived_check_is_shown_with_its_diagnosis_and_does_not_degrade_the_verdict():
     sched = copy.deepcopy(SCHED_OK)
     sched["extenders"][0].update(reachable=False, error="Connection refused")
     checks, verdict = judge({"scheduler": sched, "api": API_OK}, dict(CP_EXPECTED, waived=["extender_reachable"]))
-    assert verdict == "degraded"
-    assert checks["extender_reachable"]["status"] == "warn"
+    assert verdict == "ok"
+    assert checks["extender_reachable"]["status"] == "waived"
     assert checks["extender_reachable"]["summary"].endswith("(waived on this inventory)")
     assert causes(checks["extender_reachable"]) == ["extender_unreachable"]
-    with pytest.raises(AnsibleFilterError, match="waived checks"):
-        d.verify_checks({"scheduler": sched}, dict(CP_EXPECTED, waived=["extender"]))
+    with pytest.raises(KgnError, match="waived checks"):
+        c.run_checks({"scheduler": sched}, dict(CP_EXPECTED, waived=["extender"]))
 
 
 def test_gpu_less_node_expects_only_gpu_present_false_when_labels_require_a_gpu():
@@ -474,10 +503,16 @@ def _kubectl_own(ready=1, ca_bundle="LS0tLS1CRUdJTi...", webhook=True, deploymen
 
 
 def _hami_expected(kinds):
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_expected
+    return verify.verify_expected({"host": "h", "kinds": kinds, "stacks": ["hami"], "expect_gpu": True}, {})
 
-    return verify_expected({"host": "h", "kinds": kinds, "stacks": ["hami"], "expect_gpu": True,
-                            "stack_sockets": {"hami": [r"(?!kubelet\.sock$).+\.sock"]}}, {})
+
+def _answer(daemonsets=(), deployments=(), webhooks=(), nodes=()):
+    """A k8s_read answer of one API server."""
+    return {"reachable": True, "error": "", "resources": {
+        "nodes": {"served": True, "items": list(nodes)},
+        "daemonsets.apps": {"served": True, "items": list(daemonsets)},
+        "deployments.apps": {"served": True, "items": list(deployments)},
+        "mutatingwebhookconfigurations.admissionregistration.k8s.io": {"served": True, "items": list(webhooks)}}}
 
 
 def test_hami_expects_only_nvidia_gpu_allocatable_its_annotation_and_its_own_scheduler():
@@ -488,20 +523,26 @@ def test_hami_expects_only_nvidia_gpu_allocatable_its_annotation_and_its_own_sch
     assert expected["own_schedulers"] == [{"stack": "hami", "deployment": "hami-scheduler", "webhook": "hami-webhook"}]
     assert expected["scheduler"]["extender_paths"] == []  # the cluster's kube-scheduler is left alone
     assert _hami_expected(["gpu_node"])["own_schedulers"] == []
+    assert _hami_expected(["gpu_node"])["device_plugin_sockets"] == [r"(?!kubelet\.sock$).+\.sock"]
 
 
-def test_own_schedulers_are_reduced_from_the_kubectl_answer():
-    assert d.verify_own_schedulers(_kubectl_own()) == {
-        "deployments": [{"name": "coredns", "namespace": "kube-system", "desired": 2, "ready": 2},
-                        {"name": "hami-scheduler", "namespace": "kube-system", "desired": 1, "ready": 1}],
-        "webhooks": [{"name": "hami-webhook", "webhooks": [
-            {"name": "vgpu.hami.io", "service": "kube-system/hami-scheduler:443/webhook", "ca_bundle": True}]}]}
-    with pytest.raises(AnsibleFilterError, match="items"):
-        d.verify_own_schedulers({"items": []})
+def _own(items):
+    return _answer(deployments=[i for i in items if i["kind"] == "Deployment"],
+                   webhooks=[i for i in items if i["kind"] == "MutatingWebhookConfiguration"])
+
+
+def test_own_schedulers_are_reduced_from_the_api_answer():
+    view = verify.api_view(_own(_kubectl_own()), "cp1")
+    assert view["deployments"] == [{"name": "coredns", "namespace": "kube-system", "desired": 2, "ready": 2},
+                                   {"name": "hami-scheduler", "namespace": "kube-system", "desired": 1, "ready": 1}]
+    assert view["webhooks"] == [{"name": "hami-webhook", "webhooks": [
+        {"name": "vgpu.hami.io", "service": "kube-system/hami-scheduler:443/webhook", "ca_bundle": True}]}]
+    with pytest.raises(KgnError, match="k8s_read"):
+        verify.api_view(["not", "an", "answer"], "cp1")
 
 
 def _hami_cp(**answer):
-    api = {"reachable": True, **d.verify_own_schedulers(_kubectl_own(**answer))}
+    api = verify.api_view(_own(_kubectl_own(**answer)), "cp1")
     expected = _hami_expected(["control_plane"])
     return judge({"scheduler": SCHED_OK, "api": api}, expected)
 
@@ -557,5 +598,6 @@ def test_a_check_mode_run_that_would_fix_a_check_calls_it_pending_not_failed():
     # a concern the run would change does not excuse a check that depends on another one
     checks, verdict = judge({"scheduler": sched, "api": API_OK}, dict(CP_EXPECTED, pending=["nvidia_driver"]))
     assert (verdict, checks["extender_reachable"]["status"]) == ("failed", "failed")
-    assert d.verify_verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "failed"}]) == "failed"
-    assert d.verify_verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "warn"}]) == "pending"
+    assert c.verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "failed"}]) == "failed"
+    assert c.verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "warn"}]) == "pending"
+    assert c.verdict([{"id": "a", "status": "waived"}, {"id": "b", "status": "skipped"}]) == "ok"
