@@ -755,8 +755,65 @@ def _toolkit_files(inputs: dict, observed: dict, mode: str, assumed: list) -> li
     return [{"path": path, "content": toolkit_config_text(existing, default, mode), "mode": "0644"}]
 
 
+# The toolkit's refresh of the spec (from 1.18): nvidia-cdi-refresh.path watches the kernel's module list and
+# nvidia-ctk, and nvidia-cdi-refresh.service runs `nvidia-ctk cdi generate` with the output path of its env file
+# (toolkit v1.20.0 deployments/systemd/nvidia-cdi-refresh.{path,service,env}).
+REFRESH_UNIT = "nvidia-cdi-refresh.path"
+REFRESH_ENV = "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
+OWN_REFRESH_UNIT = "kgn-cdi-refresh.path"
+OWN_REFRESH_DIR = "/etc/systemd/system"
+
+
+def refresh_env_text(existing: object, spec_path: str) -> str:
+    """The refresh service's env file with ``NVIDIA_CTK_CDI_OUTPUT_FILE_PATH`` set to our spec (the JSON one we
+    check), so the toolkit's refresh and this project write one spec, not two that name the same devices. The
+    file's comments and other settings stay."""
+    text = "" if existing is None else require_text(str(existing), REFRESH_ENV)
+    wanted = f"NVIDIA_CTK_CDI_OUTPUT_FILE_PATH={spec_path}"
+    lines = [line for line in text.splitlines() if not line.startswith("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=")]
+    return "\n".join([*lines, wanted]) + "\n"
+
+
+def own_refresh_units(spec_path: str) -> list:
+    """Our refresh trigger where the toolkit has none (before 1.18): the same watch and command as NVIDIA's units
+    (toolkit v1.20.0 deployments/systemd/nvidia-cdi-refresh.path and .service), writing our spec."""
+    service = (
+        "# Written by kube-gpu-nodes: regenerate the NVIDIA CDI spec when the driver or the toolkit changes\n"
+        "# (the same trigger as the toolkit's nvidia-cdi-refresh units, which this toolkit does not ship).\n"
+        "[Unit]\nDescription=Refresh the NVIDIA CDI specification (kube-gpu-nodes)\n"
+        "ConditionPathExists=/usr/bin/nvidia-ctk\n\n"
+        "[Service]\nType=oneshot\nExecCondition=/bin/sh -c 'nvidia-smi -L'\n"
+        f"ExecStart=/usr/bin/nvidia-ctk cdi generate --format=json --output={spec_path}\n\n"
+        "[Install]\nWantedBy=multi-user.target\n"
+    )
+    path_unit = (
+        "# Written by kube-gpu-nodes: start kgn-cdi-refresh.service when the driver or the toolkit changes.\n"
+        "[Unit]\nDescription=Trigger the NVIDIA CDI spec refresh on driver or toolkit changes (kube-gpu-nodes)\n\n"
+        "[Path]\nPathChanged=/lib/modules/%v/modules.dep\nPathChanged=/lib/modules/%v/modules.dep.bin\n"
+        "PathChanged=/usr/bin/nvidia-ctk\nUnit=kgn-cdi-refresh.service\n\n"
+        "[Install]\nWantedBy=multi-user.target\n"
+    )
+    return [{"path": f"{OWN_REFRESH_DIR}/kgn-cdi-refresh.service", "content": service, "mode": "0644"},
+            {"path": f"{OWN_REFRESH_DIR}/{OWN_REFRESH_UNIT}", "content": path_unit, "mode": "0644"}]
+
+
+def _cdi_section(inputs: dict, observed: dict) -> dict:
+    """The spec and its refresh: the toolkit's units pointed at our spec when installed, else our own."""
+    spec_path = inputs["cdi_spec_path"]
+    toolkit_units = bool(observed.get("cdi_refresh_unit"))
+    files = observed.get("files") or {}
+    if toolkit_units:
+        refresh = {"unit": REFRESH_UNIT, "owner": "the container toolkit",
+                   "files": [{"path": REFRESH_ENV, "content": refresh_env_text(files.get(REFRESH_ENV), spec_path),
+                              "mode": "0644"}]}
+    else:
+        refresh = {"unit": OWN_REFRESH_UNIT, "owner": "kube-gpu-nodes", "files": own_refresh_units(spec_path)}
+    return {"spec_path": spec_path, "spec_dir": _spec_dir(inputs), "refresh": refresh,
+            "generate": ["nvidia-ctk", "cdi", "generate", "--format=json", "--output=%s"]}
+
+
 def runtime_plan(inputs: object, observed: object) -> dict:
-    """The container-runtime section of the host plan: which engine, the files it needs, what is removed.
+    """The container-runtime section of the host plan: which engine, the mode, the files it needs, what is removed.
 
     ``inputs``: the nvidia_container_runtime role's settings (``engine``, ``kubernetes_version``,
     ``set_default``, ``binary``, ``docker_config``, ``docker_runtime_path``, ``docker_runtime_args``,
@@ -767,7 +824,9 @@ def runtime_plan(inputs: object, observed: object) -> dict:
     missing is assumed and listed in ``assumed``. Returns ``{runtime_mode, runtime_mode_why, cdi, toolkit_files,
     engine, service, cri_plugin, versions, files, remove, assumed}``; each file is ``{path, content, mode,
     validate}`` (validate: argv with %s for the candidate, or None). ``toolkit_files`` (the toolkit's config.toml
-    with the mode) need no engine restart; ``cdi`` (CDI mode only) names the spec the node generates.
+    with the mode, the refresh units or env file) need no engine restart; ``cdi`` (CDI mode only) names the spec
+    the node generates (``generate``: argv, %s for the output), its folder and its refresh (``unit`` to enable).
+    ``observed.cdi_refresh_unit``: whether the toolkit's nvidia-cdi-refresh.path is installed.
     """
     inputs = {**PLAN_DEFAULTS, **_mapping(inputs, "runtime_plan: inputs")}
     observed = _mapping(observed, "runtime_plan: observed")
@@ -787,9 +846,9 @@ def runtime_plan(inputs: object, observed: object) -> dict:
     return {
         "runtime_mode": mode,
         "runtime_mode_why": decided["why"],
-        "cdi": {"spec_path": inputs["cdi_spec_path"], "spec_dir": _spec_dir(inputs), "engine_enables": cdi}
-        if cdi else None,
-        "toolkit_files": _toolkit_files(inputs, observed, mode, assumed),
+        "cdi": _cdi_section(inputs, observed) if cdi else None,
+        "toolkit_files": _toolkit_files(inputs, observed, mode, assumed)
+        + (_cdi_section(inputs, observed)["refresh"]["files"] if cdi else []),
         "engine": engine,
         "service": SERVICE[engine],
         "cri_plugin": cri_plugin,
