@@ -33,7 +33,7 @@ PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "nvidia
 # The packages whose consistency is ours to repair: the pinned ones and the libraries they depend on at the same
 # version (toolkit v1.20.0 packaging/debian/control: nvidia-container-toolkit depends on
 # libnvidia-container-tools (= version), which depends on libnvidia-container1).
-HEALTH_PACKAGES = PACKAGES + ("libnvidia-container-tools", "libnvidia-container1")
+HEALTH_PACKAGES = (*PACKAGES, "libnvidia-container-tools", "libnvidia-container1")
 # The toolkit's config file: its postinst writes it with `nvidia-ctk config --in-place` (toolkit v1.20.0
 # packaging/debian/nvidia-container-toolkit-base.postinst; not a conffile from 1.18), so a deleted one is written
 # again from `nvidia-ctk config default`, the same defaults.

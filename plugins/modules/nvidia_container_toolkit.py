@@ -474,10 +474,10 @@ class Run:
             self.apt_install([item["spec"]], f"reinstall {item['spec']} ({'; '.join(item['problems'])})",
                              reinstall=True)
             self.repaired.append(f"{item['name']} {item['version']} reinstalled: {'; '.join(item['problems'])}")
-        if plan["hold"]:
+        if plan["hold"]:  # after install and reinstall, which drop the holds of the packages they name
             if not plan["install"] and not plan["repair"]:
                 why = "after the repair above" if self.repaired else "it had been released"
-                self.repaired.append(f"hold of {', '.join(plan['hold'])} re-applied ({why})")  # after install and reinstall, which drop the holds of the packages they name
+                self.repaired.append(f"hold of {', '.join(plan['hold'])} re-applied ({why})")
             self.act(f"hold {', '.join(plan['hold'])}",
                      lambda: run_ok(self.module, ["apt-mark", "hold", *plan["hold"]], "holding the packages"))
         if plan["unhold"]:
@@ -598,7 +598,7 @@ def _failed(module, work, plan, observed, diff, facts, message):
 
 
 def restore_config(module, work, installed_before):
-    """Write the toolkit's config.toml when the toolkit is installed and the file is missing (toolkit.config_restore)."""
+    """Write the toolkit's config.toml when the toolkit is installed and the file is missing (config_restore)."""
     text = host.read(toolkit.CONFIG)
     if text is not None:
         return

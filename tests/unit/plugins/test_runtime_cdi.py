@@ -24,7 +24,8 @@ def mode(engine_versions, requested="auto", toolkit="1.20.0", k8s="1.30.4", engi
     [
         ({"containerd": "2.1.9"}, "1.20.0", "1.30.4", "cdi", "containerd 2.1.9 and container toolkit 1.20.0"),
         ({"containerd": "1.7.24"}, "1.20.0", "1.30.4", "cdi", "support CDI (auto)"),
-        ({"containerd": "1.6.20"}, "1.20.0", "1.30.4", "legacy", "containerd 1.6.20 has no CDI (from containerd 1.7.0)"),
+        ({"containerd": "1.6.20"}, "1.20.0", "1.30.4", "legacy",
+         "containerd 1.6.20 has no CDI (from containerd 1.7.0)"),
         ({"containerd": "2.1.9"}, "1.17.8", "1.30.4", "legacy", "older than 1.18.0"),
         ({"crio": "1.30.0"}, "1.20.0", "1.30.4", "cdi", "crio 1.30.0"),
         ({"crio": "1.22.5"}, "1.20.0", "1.22.3", "legacy", "crio 1.22.5 has no CDI"),
@@ -45,7 +46,7 @@ def test_the_installed_toolkit_wins_over_the_pin():
 def test_explicit_legacy_and_refused_cdi():
     assert mode({"containerd": "2.1.9"}, requested="legacy")["mode"] == "legacy"
     assert mode({"containerd": "1.7.24"}, requested="cdi", toolkit="1.14.6")["mode"] == "cdi"
-    with pytest.raises(KgnError, match=r"mode is cdi but containerd 1.6.20 has no CDI .*set nvidia_container_runtime_mode"):
+    with pytest.raises(KgnError, match=r"is cdi but containerd 1.6.20 has no CDI .*set nvidia_container_runtime_mode"):
         mode({"containerd": "1.6.20"}, requested="cdi")
     with pytest.raises(KgnError, match="not one of auto, cdi, legacy"):
         mode({"containerd": "2.1.9"}, requested="jit-cdi")
@@ -56,8 +57,8 @@ def test_a_controller_side_check_without_observation_assumes_and_says():
     assert result["mode"] == "cdi" and result["engine"] == "containerd" and result["assumed"]
 
 
-@pytest.mark.parametrize(("mode_", "k8s", "strategy"),
-                         [("legacy", "1.33.0", "envvar"), ("cdi", "1.31.0", "cdi-cri"), ("cdi", "1.30.4", "cdi-annotations")])
+@pytest.mark.parametrize(("mode_", "k8s", "strategy"), [
+    ("legacy", "1.33.0", "envvar"), ("cdi", "1.31.0", "cdi-cri"), ("cdi", "1.30.4", "cdi-annotations")])
 def test_device_list_strategy_follows_the_mode(mode_, k8s, strategy):
     assert runtime.device_list_strategy(mode_, k8s) == strategy
 
@@ -210,7 +211,7 @@ def test_crio_adds_our_spec_folder_only_to_narrowed_dirs():
 def test_toolkit_mode_is_one_line_of_nvidias_default():
     default = (CTK / "config-default.toml").read_text()
     text = runtime.toolkit_config_text(None, default, "cdi")
-    changed = [(a, b) for a, b in zip(default.splitlines(), text.splitlines()) if a != b]
+    changed = [(a, b) for a, b in zip(default.splitlines(), text.splitlines(), strict=True) if a != b]
     assert changed == [('mode = "auto"', 'mode = "cdi"')]
     assert len(text.splitlines()) == len(default.splitlines())
     parsed = tomllib.loads(text)

@@ -381,7 +381,8 @@ class FakeNode:
             return 0, "".join(f" {name} STAND-IN\n" for name in self.status), ""
         if argv[:3] == ["dpkg", "--configure", "-a"]:
             if self.configure_fails:
-                return 1, "", "dpkg: error processing package libnvidia-container1 (--configure):\n package is in a very bad inconsistent state"
+                return 1, "", ("dpkg: error processing package libnvidia-container1 (--configure):\n"
+                               " package is in a very bad inconsistent state")
             self.status = {n: a for n, a in self.status.items() if "R" in a}
             return 0, "", ""
         if argv[:2] == ["dpkg", "-i"]:
@@ -406,7 +407,7 @@ class FakeNode:
                               for v in versions), ""
         if argv[:2] == ["apt-get", "check"]:
             if self.status:
-                return 100, "", "E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the problem. "
+                return 100, "", "E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct it."
             return 0, "Reading package lists...\n", ""
         if tool == "apt-get":
             if self.lock_busy:
