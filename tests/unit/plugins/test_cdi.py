@@ -136,3 +136,8 @@ def test_problems_lists_only_failed_rows():
 def test_bad_state_is_refused():
     with pytest.raises(KgnError, match="must be a mapping"):
         cdi.cdi_checks([])
+
+
+def test_the_json_copy_of_the_yaml_capture_is_the_same_document():
+    yaml_spec = yaml.safe_load((FIXTURES / "nvidia-ctk-cdi-generate-default.yaml").read_text())
+    assert json.loads((FIXTURES / "nvidia-ctk-cdi-generate-default.json").read_text()) == yaml_spec
