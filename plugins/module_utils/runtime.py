@@ -670,6 +670,40 @@ def _docker_files(inputs: dict, observed_files: dict, docker_version: str, cdi: 
     return [{"path": path, "content": json.dumps(merged, indent=4) + "\n", "mode": "0644", "validate": validate}]
 
 
+def migration_needed(config_text: object, containerd_version: object) -> bool:
+    """Whether config.toml is version 2 on containerd 2.x: the module then asks containerd itself to migrate it
+    (``containerd --config <the file without imports> config migrate``) and the plan writes the 2.x layout."""
+    if _version(containerd_version, "containerd_version") < (2, 0, 0) or not config_text:
+        return False
+    try:
+        return toml_parse(config_text).get("version", 1) == 2
+    except KgnError:
+        return False
+
+
+def _migrated(existing: dict, migrated: object, containerd_version: str, path: str, assumed: list) -> dict:
+    """config.toml in the layout of the running containerd. A version 2 file on containerd 2.x (a node upgraded
+    from 1.7, or Debian's packaged file) becomes what containerd's own migration makes of it (``containerd config
+    migrate``: containerd v2.1.0 cmd/containerd/server/config/config.go MigrateConfigTo and each plugin's
+    ConfigMigration, e.g. plugins/cri/runtime/plugin.go), with the file's own ``imports`` put back: containerd
+    migrates a version 2 file at every start anyway (and logs a warning), so the settings in force are the same,
+    now written where 2.x reads them. Without the migrated text (a render) the file stays version 2, said."""
+    if not existing or existing.get("version", 1) != 2 or _version(containerd_version, "containerd") < (2, 0, 0):
+        return existing
+    if not migrated:
+        assumed.append(f"{path} is version 2 on containerd {containerd_version}: a run migrates it to version "
+                       f"{_new_config_version(_version(containerd_version, 'containerd'))} with `containerd config "
+                       "migrate`; not recorded here, so the render keeps version 2 (containerd migrates it at start)")
+        return existing
+    base = toml_parse(migrated, "containerd config migrate")
+    imports = [str(i) for i in existing.get("imports") or []]
+    if imports:
+        base["imports"] = imports
+    else:
+        base.pop("imports", None)
+    return base
+
+
 def _containerd_files(inputs: dict, observed: dict, containerd_version: str, assumed: list, cdi: bool) -> list:
     path, dropin_path = inputs["containerd_config"], inputs["containerd_dropin"]
     files = observed.get("files") or {}
@@ -683,8 +717,10 @@ def _containerd_files(inputs: dict, observed: dict, containerd_version: str, ass
                 "the node's built-in default"
             )
         text = default_text or ""
+    existing = toml_parse(text, path)
+    existing = _migrated(existing, observed.get("containerd_migrated"), containerd_version, path, assumed)
     result = containerd_nvidia(
-        toml_parse(text, path), containerd_version, inputs["binary"], dropin_path, inputs["set_default"],
+        existing, containerd_version, inputs["binary"], dropin_path, inputs["set_default"],
         toml_parse(default_text or "", "containerd config default"), cdi, _spec_dir(inputs),
     )
     check = ["containerd", "--config", "%s", "config", "dump"]

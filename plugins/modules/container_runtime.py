@@ -186,11 +186,31 @@ def observe(module, p):
     if versions["containerd"]:
         rc, out, _ = host.run(module, ["containerd", "config", "default"], timeout=20)
         observed["containerd_default"] = out if rc == 0 else None
+        text = observed["files"].get(p["containerd_config"])
+        if runtime.migration_needed(text, versions["containerd"]):
+            observed["containerd_migrated"] = migrate(module, text)
     rc, out, err = host.run(module, ["nvidia-ctk", "--version"], timeout=20)
     observed["toolkit_version"] = host.version_of(out + err) if rc == 0 else None
     rc, out, _ = host.run(module, ["nvidia-ctk", "config", "default"], timeout=20)
     observed["toolkit_default"] = out if rc == 0 else None
     return observed
+
+
+def migrate(module, text):
+    """containerd's own migration of a version 2 config.toml (without its imports: `config migrate` would fold the
+    imported files in), or None when containerd refuses it."""
+    fd, path = tempfile.mkstemp(prefix="kgn-containerd-", suffix=".toml")
+    try:
+        config = runtime.toml_parse(text)
+        config.pop("imports", None)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(runtime.toml_emit(config))
+        rc, out, _ = host.run(module, ["containerd", "--config", path, "config", "migrate"], timeout=30)
+        return out if rc == 0 and out.strip() else None
+    except KgnError:
+        return None
+    finally:
+        os.unlink(path)
 
 
 def generate_spec(module, plan):
@@ -253,14 +273,14 @@ class Cdi:
     def diff(self):
         return change.diff(self.files_todo + self.spec_todo)
 
-    def apply(self, first_install):
+    def apply(self, wired_before):
         if self.files_todo:
             self.done.append(f"write {', '.join(f['path'] for f in self.files_todo)}")
             change.write(self.files_todo)
             toolkit_config = self.plan["toolkit_files"][0]["path"]
             if any(f["path"] == toolkit_config and f.get("before") is not None for f in self.files_todo):
                 said = f"{toolkit_config}: nvidia-container-runtime.mode set to {self.plan['runtime_mode']}"
-                (self.done if first_install else self.repaired).append(said)
+                (self.repaired if wired_before else self.done).append(said)
         if self.spec_todo:
             path = self.spec_todo[0]["path"]
             had = self.spec_todo[0]["before"] is not None
@@ -269,7 +289,7 @@ class Cdi:
             words = "; ".join(self.why) or "regenerated"
             if had:
                 self.repaired.append(f"CDI spec {path} regenerated ({words})")
-            elif not first_install:
+            elif wired_before:
                 self.repaired.append(f"CDI spec {path} was missing: generated")
         if self.unit_todo:
             unit = self.unit_todo[0]
@@ -416,11 +436,12 @@ def run(module):
 
     # a live problem is a repair when the files were right; otherwise it is what this change sets up
     repaired = [p for p in live["problems"] if not todo or "not running" in p or "does not answer" in p]
-    first_install = all(observed["files"].get(f["path"]) is None for f in plan["files"])
+    # the engine already had our files: what the CDI side finds missing was there before, so it is a repair
+    wired_before = not todo
     started = time.time()
     try:
         # the spec and the toolkit's mode first: the engine restarted below finds them in place
-        side.apply(first_install)
+        side.apply(wired_before)
         devices.create_links(guard["links"])
         change.write(guard["rule"])
         if stale:
