@@ -174,12 +174,19 @@ def repair(module, family, plan, done, pkg_mgr="dnf"):
     Returns the repairs in words. Raises RuntimeError with the tool's words when the node stays inconsistent."""
     said = []
     if family == "deb":
+        items = plan["repair"]["reinstall"]
         if plan["repair"]["configure"]:
             done.append("dpkg --configure -a (finish the interrupted dpkg)")
             ok, words = _ok(module, ["dpkg", "--configure", "-a"])
+            # what is still inconsistent now (a half-installed package needs its archive again)
+            fmt = "${db:Status-Abbrev}|${Package}|${Version}\n"
+            _, out, _ = host.run(module, ["dpkg-query", "-W", "-f", fmt, *[i["name"] for i in items]])
+            status = parse_status(out)
+            items = [i for i in items if (status.get(i["name"]) or {}).get("state")
+                     or (status.get(i["name"]) or {}).get("reinstall")]
+            packages = [p for p in plan["problems"] if not p.startswith(("apt-get check", "dpkg --audit"))]
             if ok:
-                said.append("dpkg was interrupted: finished it (dpkg --configure -a)")
-        items = plan["repair"]["reinstall"]
+                said.append(f"dpkg was interrupted ({'; '.join(packages)}): finished with dpkg --configure -a")
         if items:
             specs = [f"{i['name']}={i['version']}" for i in items]
             folder = tempfile.mkdtemp(prefix="kgn-pkg-")

@@ -776,3 +776,21 @@ def test_health_parsers_on_dpkg_and_rpm_output():
     saved = pkghealth.health_plan("rpm", {"versions": {}, "saved_transactions": ["/var/lib/yum/transaction-all.x"]},
                                   [], {})
     assert "yum-complete-transaction" in saved["refusal"]
+
+
+def test_health_of_a_real_interrupted_reinstall():
+    """The lab's fault, as dpkg and apt printed it (tests/unit/fixtures/dpkg-interrupted)."""
+    folder = Path(__file__).parents[1] / "fixtures" / "dpkg-interrupted"
+    check = (folder / "apt-get-check.txt").read_text()
+    state = {"status": pkghealth.parse_status((folder / "dpkg-query-status.txt").read_text()),
+             "audit": pkghealth.parse_audit((folder / "dpkg-audit.txt").read_text()),
+             "check": pkghealth.parse_apt_check(int(check.rsplit("rc=", 1)[1]), check)}
+    assert state["audit"] == ["libnvidia-container-tools", "nvidia-container-toolkit", "libnvidia-container1"]
+    assert state["check"] == ["dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the "
+                              "problem."]
+    plan = pkghealth.health_plan("deb", state, toolkit.HEALTH_PACKAGES, {n: "1.20.0" for n in toolkit.HEALTH_PACKAGES})
+    assert plan["broken"] == ["libnvidia-container-tools", "libnvidia-container1", "nvidia-container-toolkit"]
+    assert "libnvidia-container1 1.20.0-1 is half-configured (iF)" in plan["problems"]
+    assert "libnvidia-container-tools 1.20.0-1 is unpacked but not configured (iU)" in plan["problems"]
+    assert plan["foreign"] == [] and plan["repair"]["configure"]
+    assert [i["version"] for i in plan["repair"]["reinstall"]] == ["1.20.0-1"] * 3
