@@ -183,3 +183,27 @@ def cdi_checks(state: object) -> list:
 def problems(rows: list) -> list:
     """The summaries of the failed rows (what a run says it repaired, or what is left)."""
     return [f"{r['title']}: {r['summary']}" for r in rows if r["status"] == "failed"]
+
+
+def why_regenerated(before: object, after: str) -> str:
+    """Why the spec on disk was replaced by what the generator gives now, in words: another driver, other devices,
+    unreadable, or other content."""
+    try:
+        old = parse_spec(before)
+    except KgnError as err:
+        return f"it was unreadable: {err}"
+    new = parse_spec(after)
+    reasons = []
+    if driver_versions(old) != driver_versions(new):
+        reasons.append(f"stale: written for driver {', '.join(driver_versions(old)) or 'unknown'}, the node's "
+                       f"driver is now {', '.join(driver_versions(new)) or 'unknown'}")
+    gone = sorted(set(device_names(new)) - set(device_names(old)))
+    extra = sorted(set(device_names(old)) - set(device_names(new)))
+    if gone:
+        reasons.append(f"it did not list {', '.join(gone)}")
+    if extra:
+        reasons.append(f"it listed {', '.join(extra)}, which the node no longer has")
+    missing = sorted(set(host_paths(old)) - set(host_paths(new)))
+    if missing and not reasons:
+        reasons.append(f"it named {len(missing)} host path(s) the driver no longer has ({', '.join(missing[:2])}...)")
+    return "; ".join(reasons) or "its content differed from what nvidia-ctk cdi generate writes now"

@@ -760,6 +760,34 @@ def _stale_files(engine: str, inputs: dict, observed: dict, containerd_version: 
     return stale
 
 
+def file_repairs(plan: dict, observed: dict, orphaned: bool) -> list:
+    """What a change puts back that this project had set up before, in words (a first install says nothing):
+    containerd's config.toml no longer importing our drop-in (rewritten, e.g. by `containerd config default`),
+    daemon.json's nvidia runtime path or default runtime changed by hand."""
+    files = observed.get("files") or {}
+    said = []
+    if plan["engine"] == "containerd" and orphaned:
+        config = plan["files"][-1]["path"]  # the drop-in first, config.toml last
+        said.append(f"{config} no longer imported the nvidia drop-in (the file was rewritten, e.g. by `containerd "
+                    "config default`): import put back, the user's settings kept, containerd restarted")
+    if plan["engine"] == "docker" and plan["files"]:
+        path = plan["files"][0]["path"]
+        try:
+            before = json_document(files.get(path), path)
+            after = json.loads(plan["files"][0]["content"])
+        except (KgnError, ValueError):
+            return said
+        old = (before.get("runtimes") or {}).get(NVIDIA_RUNTIME)
+        new = after["runtimes"][NVIDIA_RUNTIME]
+        if isinstance(old, dict) and old.get("path") != new["path"]:
+            said.append(f"{path}: runtimes.nvidia.path was {old.get('path')!r}, set back to {new['path']!r}")
+        if isinstance(old, dict) and after.get("default-runtime") and before.get("default-runtime") != \
+                after["default-runtime"]:
+            said.append(f"{path}: default-runtime was {before.get('default-runtime') or 'unset'!r}, set back to "
+                        f"{after['default-runtime']!r}")
+    return said
+
+
 def dropin_orphaned(config_text: object, dropin_path: str, dropin_text: object) -> bool:
     """Whether our containerd drop-in is on disk but the main config no longer imports it (the config was
     rewritten, e.g. by ``containerd config default``, which has no ``imports``)."""

@@ -153,7 +153,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, runtime  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, change, devices, host, runtime  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import (  # noqa: E402
@@ -258,9 +258,7 @@ class Cdi:
         if candidate is None:
             self.problems.append(error)
         elif candidate != before:
-            rows = cdi_state(self.module, self.plan, None)["rows"]
-            why = [r["summary"] for r in rows if r["id"] != "cdi_engine" and r["status"] in ("failed", "warn")]
-            self.why = why or (["the spec differs from what nvidia-ctk cdi generate gives now"] if before else [])
+            self.why = [cdi.why_regenerated(before, candidate)] if before is not None else []
             self.spec_todo = [{"path": path, "content": candidate, "mode": "0644", "before": before}]
         enabled, active = _unit_state(self.module, section["refresh"]["unit"])
         if not (enabled and active):
@@ -436,6 +434,7 @@ def run(module):
 
     # a live problem is a repair when the files were right; otherwise it is what this change sets up
     repaired = [p for p in live["problems"] if not todo or "not running" in p or "does not answer" in p]
+    repaired += runtime.file_repairs(plan, observed, live.get("dropin_orphaned"))
     # the engine already had our files: what the CDI side finds missing was there before, so it is a repair
     wired_before = not todo
     started = time.time()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import pathlib
 import tomllib
 
@@ -230,3 +231,28 @@ def test_toolkit_mode_added_where_the_file_lacks_it():
     assert tomllib.loads(text)["nvidia-container-runtime-hook"]["mode"] == "x"
     with pytest.raises(KgnError, match="not valid TOML"):
         runtime.toolkit_config_text("[broken", None, "cdi")
+
+
+def test_repairs_are_said_only_for_what_was_set_up_before():
+    plan = {"engine": "docker", "files": [{"path": "/etc/docker/daemon.json", "content": json.dumps(
+        runtime.docker_daemon_merge({"log-driver": "json-file"}))}]}
+    wired = {"runtimes": {"nvidia": {"path": "/usr/bin/missing-runtime"}}, "default-runtime": "runc"}
+    said = runtime.file_repairs(plan, {"files": {"/etc/docker/daemon.json": json.dumps(wired)}}, False)
+    assert said == ["/etc/docker/daemon.json: runtimes.nvidia.path was '/usr/bin/missing-runtime', set back to "
+                    "'nvidia-container-runtime'",
+                    "/etc/docker/daemon.json: default-runtime was 'runc', set back to 'nvidia'"]
+    fresh = {"files": {"/etc/docker/daemon.json": '{"log-driver": "json-file"}'}}
+    assert runtime.file_repairs(plan, fresh, False) == []  # a first install is an install
+    containerd = {"engine": "containerd", "files": [{"path": DROPIN}, {"path": "/etc/containerd/config.toml"}]}
+    assert "no longer imported the nvidia drop-in" in runtime.file_repairs(containerd, {}, True)[0]
+    assert runtime.file_repairs(containerd, {}, False) == []
+
+
+def test_why_a_spec_was_regenerated():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
+    current = (pathlib.Path(__file__).parents[1] / "fixtures" / "h100-cdi" / "nvidia-ctk-cdi-generate-uuid.json")
+    current = current.read_text()
+    stale = current.replace("580.159.04", "570.86.15")
+    assert cdi.why_regenerated(stale, current) == ("stale: written for driver 570.86.15, the node's driver is now "
+                                                   "580.159.04")
+    assert cdi.why_regenerated("{", current).startswith("it was unreadable")
