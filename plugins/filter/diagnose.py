@@ -26,7 +26,7 @@ import re
 import string
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, verify
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 STATUSES = ("ok", "warn", "failed", "skipped", "pending")
@@ -49,6 +49,7 @@ CONCERNS = {
     "scheduler_health": ("kube_scheduler",),
     "extender_reachable": ("kube_scheduler", "stacks"),
     "stack_args": ("stacks",),
+    **dict.fromkeys(cdi.IDS, ("nvidia_container_toolkit", "container_runtime")),
 }
 NO_GPU = "no NVIDIA GPU present on this node"
 NO_API = "skipped: no API"
@@ -75,6 +76,7 @@ TITLES = {
     "node_annotations": "the stack's device plugin registered the node's GPUs (node annotation)",
     "own_scheduler_ready": "the stack's own scheduler ready (its extender answers)",
     "webhook_registered": "the stack's mutating webhook registered with its CA",
+    **cdi.TITLES,
 }
 
 
@@ -238,6 +240,11 @@ def _runtime_checks(runtime):
     else:
         checks.append(_check("runtime_default", "failed", f"{engine} default runtime is "
                              f"{default or 'unset'}, not nvidia", **evidence))
+    # CDI mode: the rows the container_runtime module recorded from the live node (module_utils/cdi.py)
+    for row in data.get("cdi_rows") or []:
+        if row.get("id") in cdi.TITLES:
+            row_evidence = {**(row.get("evidence") or {}), "engine": engine, "runtime_mode": data.get("runtime_mode")}
+            checks.append(_check(row["id"], row["status"], row["summary"], **row_evidence))
     stale = list(data.get("stale_files") or [])
     if "stale_files" in data:
         if stale:
