@@ -140,3 +140,11 @@ def test_an_adopted_driver_says_so_in_the_driver_column():
     assert row["driver"] == "450.248.02 (adopted, not loaded)"
     gpu = {"present": True, "adopted": {"version": "450.248.02"}, "kernel_driver_version": "450.248.02"}
     assert row_for(node(gpu=gpu), NODE_EXPECTED)["driver"] == "450.248.02 (module, adopted)"
+
+
+def test_the_runtime_cell_says_the_runtime_mode():
+    from ansible_collections.kgn.gpu_nodes.plugins.filter import report
+
+    cell = report._runtime_cell({"engine": "containerd", "containerd": {
+        "answered": True, "version": "2.1.9", "default_runtime": "nvidia", "runtime_mode": "cdi"}})
+    assert cell == "containerd 2.1.9 (nvidia, cdi)"
