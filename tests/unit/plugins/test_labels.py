@@ -400,4 +400,5 @@ def test_the_runtime_mode_is_a_label_when_known():
     assert plan["nodes"]["n1"]["desired"][lab.RUNTIME_MODE_LABEL] == "cdi"
     assert plan["nodes"]["n2"]["desired"][lab.RUNTIME_MODE_LABEL] == "legacy"  # not known this run: kept
     refused = lab.labels_plan({"nodes": {"n1": {"runtime_mode": "jit-cdi"}}}, {"reachable": True, "nodes": {}})
-    assert refused["nodes"]["n1"]["status"] == "refused" and "runtime mode is 'jit-cdi'" in refused["nodes"]["n1"]["reason"]
+    assert refused["nodes"]["n1"]["status"] == "refused"
+    assert "runtime mode is 'jit-cdi'" in refused["nodes"]["n1"]["reason"]
