@@ -236,7 +236,7 @@ case_toolkit_dpkg_interrupted() {
     (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall --allow-change-held-packages libnvidia-container1 \
       libnvidia-container-tools nvidia-container-toolkit-base nvidia-container-toolkit >/root/reinstall.log 2>&1 &)
     for i in $(seq 120); do [ -e /run/kgn-standin-postinst-waiting ] && break; sleep 1; done
-    pkill -9 -x apt-get; pkill -9 -x dpkg; pkill -9 -f libnvidia-container1.postinst
+    pkill -9 -x apt-get; pkill -9 -x dpkg; pkill -9 -f 'libnvidia-container1[.]postinst'
     rm -f /run/kgn-standin-slow-postinst /run/kgn-standin-postinst-waiting; sleep 1'
   on $CTRD_NODE 'dpkg --audit | grep -q libnvidia-container1 && ! apt-get check -q >/dev/null 2>&1' \
     || fail "the fault did not leave dpkg interrupted"

@@ -24,7 +24,7 @@ def test_the_run_reinstalls_the_package_and_says_so(host):
     case = _case(host)
     assert case["repair_changed"] is True
     (repaired,) = case["repaired"]
-    assert repaired.startswith("nvidia-container-toolkit-base 1.17.8")
+    assert repaired.startswith("nvidia-container-toolkit-base 1.20.0")
     assert "/usr/bin/nvidia-container-runtime is missing" in repaired
     assert case["exists_after_repair"] is True and case["mode_after_repair"] == "0755"
     assert case["live"]["problems"] == []
@@ -43,4 +43,4 @@ def test_the_binary_is_back_and_verifies(host):
 def test_toolkit_packages_are_held_at_their_pin(host):
     held = host.check_output("apt-mark showhold").split()
     assert {"nvidia-container-toolkit", "nvidia-container-toolkit-base"} <= set(held)
-    assert host.package("nvidia-container-toolkit-base").version.startswith("1.17.8")
+    assert host.package("nvidia-container-toolkit-base").version.startswith("1.20.0")

@@ -794,3 +794,35 @@ def test_health_of_a_real_interrupted_reinstall():
     assert "libnvidia-container-tools 1.20.0-1 is unpacked but not configured (iU)" in plan["problems"]
     assert plan["foreign"] == [] and plan["repair"]["configure"]
     assert [i["version"] for i in plan["repair"]["reinstall"]] == ["1.20.0-1"] * 3
+
+
+# --- Ubuntu 26.04 and RHEL/Rocky/Alma 10 -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("observed", "family"), [
+    ({"pkg_mgr": "apt", "os": {"id": "ubuntu", "version_id": "26.04"}}, "deb"),
+    ({"pkg_mgr": "dnf", "os": {"id": "rocky", "version_id": "10.0"}}, "rpm"),
+    ({"pkg_mgr": "dnf5", "os": {"id": "almalinux", "version_id": "10.0"}}, "rpm"),
+    ({"os_family": "RedHat"}, "rpm"),
+])
+def test_toolkit_1_20_on_ubuntu_26_04_and_el10_uses_nvidias_distribution_independent_repository(observed, family):
+    result = host_plan({"nvidia_container_toolkit": {"version": "1.20.0"}},
+                       {"nvidia_container_toolkit": {**observed, "docker_version": None}})["nvidia_container_toolkit"]
+    assert result["family"] == family and result["era"] == "stable"
+    if family == "deb":
+        assert result["specs"] == ["nvidia-container-toolkit=1.20.0*", "nvidia-container-toolkit-base=1.20.0*"]
+        assert result["files"][0]["content"].splitlines()[-1] == (
+            "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+            "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /")
+        return
+    assert result["specs"] == ["nvidia-container-toolkit-1.20.0", "nvidia-container-toolkit-base-1.20.0"]
+    # the section we write is NVIDIA's own (the experimental one, disabled there, is left out)
+    ours = configparser.ConfigParser(interpolation=None)
+    ours.read_string(result["files"][0]["content"])
+    nvidia = configparser.ConfigParser(interpolation=None)
+    nvidia.read(Path(__file__).parents[1] / "fixtures" / "nvidia-repo" / "nvidia-container-toolkit.repo")
+    assert ours.sections() == ["nvidia-container-toolkit"]
+    assert dict(ours["nvidia-container-toolkit"]) == dict(nvidia["nvidia-container-toolkit"])
+    # dnf5 (Fedora 41+) has versionlock built in; dnf 4 needs its plugin
+    assert result["versionlock_plugin"] == ("python3-dnf-plugin-versionlock" if observed.get("pkg_mgr") == "dnf"
+                                            else "")
