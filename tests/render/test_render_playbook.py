@@ -128,7 +128,7 @@ def test_reference_centos7_k8s_1_16_gets_no_scheduler_change_and_an_old_layout_d
 
 
 def test_reference_centos7_gpu_nodes_get_nvidias_yum_repository_not_an_apt_source(centos7):
-    # No toolkit version pinned in the inventory: the default 1.17.8 is the stable/rpm era, which also
+    # No toolkit version pinned in the inventory: the default 1.20.0 is the stable/rpm era, which also
     # serves the nvidia-docker2 these Docker 18.09 nodes get.
     for gpu in ("gpu1", "gpu2", "gpu3"):
         parser = configparser.RawConfigParser()
