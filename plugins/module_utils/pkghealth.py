@@ -88,7 +88,8 @@ def health_plan(family: str, state: dict, ours: object, pins: object) -> dict:
     rpm: ``versions`` {name: [versions]}, ``saved_transactions`` [paths]. ``ours``: the package names the caller
     owns; ``pins``: {name: version or version prefix} to put back (the version dpkg recorded when it is that pin,
     else ``<pin>*``). Returns ``{consistent, problems, broken, foreign, repair: {configure,
-    reinstall: [{name, version}]}, refusal}``: the repair is planned only when no foreign package is broken.
+    reinstall: [{name, version}]}, refusal, note}``: the repair is planned only when no foreign package is
+    broken; when only foreign ones are, the caller's packages are consistent (``note`` says what is not).
     """
     ours = list(ours or [])
     pins = dict(pins or {})
@@ -105,7 +106,7 @@ def health_plan(family: str, state: dict, ours: object, pins: object) -> dict:
             if name not in broken:
                 problems.append(f"dpkg --audit lists {name}")
                 broken.append(name)
-        problems += [f"apt-get check: {err}" for err in state.get("check") or []]
+        problems += [f"apt-get check: {err.rstrip('. ')}" for err in state.get("check") or []]
     else:
         for name, versions in sorted((state.get("versions") or {}).items()):
             if len(versions) > 1:
@@ -114,6 +115,13 @@ def health_plan(family: str, state: dict, ours: object, pins: object) -> dict:
                 broken.append(name)
         problems += [f"yum has an unfinished transaction ({path})" for path in state.get("saved_transactions") or []]
     foreign = [name for name in broken if name not in ours]
+    if broken and not [name for name in broken if name in ours]:
+        # only other packages are inconsistent: not this caller's to repair nor a reason to stop (another role
+        # owns them, or the administrator does); said, and the caller goes on
+        return {"consistent": True, "problems": [], "broken": broken, "foreign": foreign, "refusal": "",
+                "note": f"the package manager is not consistent ({'; '.join(problems)}): not this role's packages, "
+                        "left as they are",
+                "repair": {"configure": False, "reinstall": []}}
     consistent = not problems
     refusal = ""
     if foreign:
@@ -143,6 +151,7 @@ def health_plan(family: str, state: dict, ours: object, pins: object) -> dict:
         "broken": broken,
         "foreign": foreign,
         "refusal": refusal,
+        "note": "",
         "repair": {"configure": family == "deb" and bool(problems) and not refusal,
                    "reinstall": [] if refusal else reinstall},
     }

@@ -639,6 +639,8 @@ def execute(module, p, inputs, gpg):
     if health["refusal"]:
         module.fail_json(msg=_nothing_changed(f"The NVIDIA container toolkit was not touched: {health['refusal']}"),
                          plan=plan, observed=observed, health=health, ansible_facts=facts)
+    if health["note"]:
+        module.warn(health["note"])
     if not health["consistent"] and not module.check_mode:
         # first: apt-get refuses to install anything while dpkg is interrupted
         try:

@@ -792,6 +792,8 @@ class Run:
         health = pkghealth.health_plan("deb", state, ours, {})
         if health["refusal"]:
             raise Failed(health["refusal"])
+        if health["note"]:
+            self.module.warn(health["note"])
         if health["consistent"]:
             return
         if self.check:

@@ -826,3 +826,11 @@ def test_toolkit_1_20_on_ubuntu_26_04_and_el10_uses_nvidias_distribution_indepen
     # dnf5 (Fedora 41+) has versionlock built in; dnf 4 needs its plugin
     assert result["versionlock_plugin"] == ("python3-dnf-plugin-versionlock" if observed.get("pkg_mgr") == "dnf"
                                             else "")
+
+
+def test_only_other_packages_broken_is_said_and_not_in_the_way():
+    status = pkghealth.parse_status("iU |nvidia-smi|550.163.01-2\nii |nvidia-container-toolkit|1.20.0-1\n")
+    plan = pkghealth.health_plan("deb", {"status": status, "audit": ["nvidia-smi"], "check": ["dpkg was interrupted"]},
+                                 toolkit.HEALTH_PACKAGES, {})
+    assert plan["consistent"] and plan["refusal"] == "" and plan["repair"] == {"configure": False, "reinstall": []}
+    assert "nvidia-smi" in plan["note"] and "not this role's packages" in plan["note"]
