@@ -23,9 +23,10 @@ RUNTIMES = ("docker", "containerd", "crio")  # the engines; "auto" picks one (co
 # How GPUs reach containers: CDI (the node's CDI spec, injected by the engine or by nvidia-container-runtime in
 # its "cdi" mode) or legacy (nvidia-container-runtime's hook and nvidia-container-cli). See runtime_mode.
 MODES = ("auto", "cdi", "legacy")
-# Where `nvidia-ctk cdi generate` writes, as NVIDIA's nvidia-cdi-refresh.service does (toolkit v1.20.0
-# deployments/systemd/nvidia-cdi-refresh.service, NVIDIA_CTK_CDI_OUTPUT_FILE_PATH).
-CDI_SPEC_PATH = "/var/run/cdi/nvidia.yaml"
+# The node's spec: NVIDIA's folder and name (toolkit v1.20.0 deployments/systemd/nvidia-cdi-refresh.service writes
+# NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml), as JSON, which the node-side checks read with the
+# standard library; the refresh service is pointed at the same file (refresh_env_text).
+CDI_SPEC_PATH = "/var/run/cdi/nvidia.json"
 # The spec folders every engine scans by default (containerd v1.7.24 pkg/cri/config/config_unix.go and
 # v2.1.0 internal/cri/config/config_unix.go; the CDI package's DefaultSpecDirs).
 CDI_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
@@ -861,10 +862,14 @@ def own_refresh_units(spec_path: str) -> list:
             {"path": f"{OWN_REFRESH_DIR}/{OWN_REFRESH_UNIT}", "content": path_unit, "mode": "0644"}]
 
 
-def _cdi_section(inputs: dict, observed: dict) -> dict:
-    """The spec and its refresh: the toolkit's units pointed at our spec when installed, else our own."""
+def _cdi_section(inputs: dict, observed: dict, toolkit_version: object) -> dict:
+    """The spec and its refresh: the toolkit's units pointed at our spec when installed, else our own. Not
+    observed (a render): the toolkit ships them from 1.18."""
     spec_path = inputs["cdi_spec_path"]
-    toolkit_units = bool(observed.get("cdi_refresh_unit"))
+    if "cdi_refresh_unit" in observed:
+        toolkit_units = bool(observed["cdi_refresh_unit"])
+    else:
+        toolkit_units = bool(toolkit_version) and _version(toolkit_version, "toolkit version") >= TOOLKIT_CDI_DEFAULT
     files = observed.get("files") or {}
     if toolkit_units:
         refresh = {"unit": REFRESH_UNIT, "owner": "the container toolkit",
@@ -910,9 +915,9 @@ def runtime_plan(inputs: object, observed: object) -> dict:
     return {
         "runtime_mode": mode,
         "runtime_mode_why": decided["why"],
-        "cdi": _cdi_section(inputs, observed) if cdi else None,
+        "cdi": _cdi_section(inputs, observed, decided["toolkit_version"]) if cdi else None,
         "toolkit_files": _toolkit_files(inputs, observed, mode, assumed)
-        + (_cdi_section(inputs, observed)["refresh"]["files"] if cdi else []),
+        + (_cdi_section(inputs, observed, decided["toolkit_version"])["refresh"]["files"] if cdi else []),
         "engine": engine,
         "service": SERVICE[engine],
         "cri_plugin": cri_plugin,

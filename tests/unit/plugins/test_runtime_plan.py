@@ -96,3 +96,19 @@ def test_a_file_with_bytes_that_are_not_utf8_is_never_parsed_merged_or_written_b
     text = b'{"log-driver": "json-file", "label": "caf\xe9"}'.decode("utf-8", "replace")  # as host.read gives it
     with pytest.raises(KgnError, match=r"/etc/x is not UTF-8 text \(character 42 .*left as it is"):
         parse(text, "/etc/x")
+
+
+def test_cdi_refresh_uses_the_toolkits_units_or_our_own():
+    observed = {"versions": {"containerd": "2.1.9"}, "files": {}, "toolkit_default": ""}
+    toolkit = plan({**observed, "cdi_refresh_unit": True})
+    assert toolkit["runtime_mode"] == "cdi" and toolkit["cdi"]["refresh"]["unit"] == "nvidia-cdi-refresh.path"
+    env = next(f for f in toolkit["toolkit_files"] if f["path"] == runtime.REFRESH_ENV)
+    assert env["content"].endswith("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.json\n")
+    own = plan({**observed, "cdi_refresh_unit": False}, mode="cdi", toolkit_version="1.14.6")
+    assert own["cdi"]["refresh"]["unit"] == "kgn-cdi-refresh.path"
+    assert "--output=/var/run/cdi/nvidia.json" in own["toolkit_files"][1]["content"]
+    # not observed (a render): the toolkit ships its units from 1.18
+    assert plan(observed)["cdi"]["refresh"]["unit"] == "nvidia-cdi-refresh.path"
+    legacy = plan({"versions": {"containerd": "1.6.20"}, "files": {}, "toolkit_default": ""})
+    assert legacy["runtime_mode"] == "legacy" and legacy["cdi"] is None
+    assert [f["path"] for f in legacy["toolkit_files"]] == ["/etc/nvidia-container-runtime/config.toml"]
