@@ -84,7 +84,6 @@ def _runtime(state: dict, toolkit: dict, probe: dict) -> dict:
         "error": live.get("error") or ("" if live.get("active") else f"{plan.get('service')} is not running"),
         "default_runtime": live.get("default_runtime") or "",
         "runtimes": list(live.get("runtimes") or []),
-        "version": (plan.get("versions") or {}).get(engine) or "",
         "config_path": config,
         "backup_mentions_nvidia": probe.get("containerd_backup_mentions_nvidia"),
         # our drop-in is on disk but the main config no longer imports it
