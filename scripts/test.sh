@@ -52,7 +52,8 @@ pytest_run() {  # pytest exits 5 when it collects nothing, which is a failure he
 lint() {
   step "lint: yamllint" yamllint --strict .
   step "lint: ansible-lint (production profile)" ansible-lint --offline -q
-  step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods lab/standins/crio'
+  step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods lab/standins/crio \
+    lab/standins/crictl/crictl lab/standins/nvidia-repo/files/nvidia-ctk'
   step "lint: ansible-doc lists every kgn.gpu_nodes filter documented" bash -c \
     "ansible-doc -t filter -l kgn.gpu_nodes 2>&1 | grep -E '^kgn\.gpu_nodes\.' > $logs/filters.txt; cat $logs/filters.txt; \
      test -s $logs/filters.txt && ! grep -q UNDOCUMENTED $logs/filters.txt"

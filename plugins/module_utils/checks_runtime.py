@@ -1,6 +1,8 @@
 """Checks of a GPU node's container runtime: the runtime binary the engine runs, nvidia registered and the default,
-and the engine running the config files on disk (plugins/module_utils/checks.py says how a check is written)."""
+the engine running the config files on disk, and in CDI mode the node's spec (plugins/module_utils/checks.py says how a
+check is written)."""
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
     GPU_NODE,
     cause,
@@ -8,6 +10,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
     failed,
     ok,
     skipped,
+    warn,
 )
 
 RUNTIME = ("nvidia_container_toolkit", "container_runtime")
@@ -252,3 +255,71 @@ def runtime_current(seen, want, done):
                       stale_files=stale)
     return ok(f"{engine} was started after its config files changed", engine=engine, stale_files=[])
 
+
+
+# --- CDI mode: the node's spec (module_utils/cdi.py makes the rows from the live node in the container_runtime
+# module; a check here only passes its row on, with the causes that explain it) -----------------------------------
+_CDI_FIX = "run `ansible-playbook playbooks/container_runtime.yml --limit <host>` (it regenerates the spec)"
+CDI_CAUSES = {
+    "cdi_spec": [
+        cause("cdi_no_spec", when={"missing": True},
+              cause=("no spec: the node's CDI spec {path} does not exist (deleted, /var/run emptied by a reboot "
+                     "before the refresh ran, or `nvidia-ctk cdi generate` failed), so CDI devices such as "
+                     "nvidia.com/gpu=0 cannot be injected"),
+              fix=(_CDI_FIX + "; look at `systemctl status nvidia-cdi-refresh.service` for why the refresh did not"),
+              source="NVIDIA container toolkit, CDI support (nvidia-ctk cdi generate; deployments/systemd at v1.20.0)"),
+        cause("cdi_spec_unreadable", fallback=True,
+              cause="the node's CDI spec {path} is not a CDI spec the engine can read",
+              fix=_CDI_FIX,
+              source="CDI specification, cncf-tags/container-device-interface SPEC.md"),
+    ],
+    "cdi_devices": [
+        cause("cdi_gpu_not_listed",
+              cause=("the spec does not list {missing}: it was generated before a GPU was added, replaced or its "
+                     "MIG layout changed, so a pod asking for that GPU by name or UUID cannot start"),
+              fix=_CDI_FIX,
+              source="NVIDIA container toolkit, CDI support (nvidia-ctk cdi generate)"),
+    ],
+    "cdi_fresh": [
+        cause("cdi_stale_spec",
+              cause=("stale spec (driver changed): the spec was written for another driver or before the driver on "
+                     "the node was installed, so it names libraries and firmware of a driver that is gone"),
+              fix=(_CDI_FIX + "; after driver upgrades use playbooks/nvidia_driver_upgrade.yml, which regenerates it "
+                   "before uncordoning"),
+              source="NVIDIA/nvidia-container-toolkit issue 1895 (a spec left stale by a driver update)"),
+    ],
+    "cdi_paths": [
+        cause("cdi_missing_file",
+              cause=("the spec names a missing file: {missing} (a driver changed under the spec, or the driver "
+                     "install is incomplete); containers asking for the GPU fail to start"),
+              fix=(_CDI_FIX + " when the generator gives another one; if the spec is current, the driver itself "
+                   "lacks the file: reinstall the driver"),
+              source="NVIDIA/nvidia-container-toolkit issue 1895"),
+    ],
+    "cdi_engine": [
+        cause("cdi_engine_off",
+              cause=("the engine has CDI off (or does not scan the spec's folder): containerd 1.7 needs enable_cdi "
+                     "(2.x has it on unless a config turns it off), Docker needs features.cdi (25+), CRI-O needs "
+                     "the folder in cdi_spec_dirs"),
+              fix="run `ansible-playbook playbooks/container_runtime.yml --limit <host>` (it turns CDI on and "
+                  "restarts the engine)",
+              source="containerd v1.7.24 / v2.1.0 CRI config (enable_cdi, cdi_spec_dirs); Docker dockerd features.cdi"),
+    ],
+}
+
+
+def _cdi_row(check_id):
+    def run(seen, want, done):
+        _, engine, data = _engine(seen)
+        rows = [r for r in data.get("cdi_rows") or [] if r.get("id") == check_id]
+        if engine == "none" or not rows:
+            return None  # legacy mode, or a run that recorded no CDI state: nothing to say
+        row = rows[0]
+        evidence = {**(row.get("evidence") or {}), "engine": engine, "runtime_mode": data.get("runtime_mode")}
+        return {"ok": ok, "warn": warn, "failed": failed, "skipped": skipped}.get(row.get("status"), failed)(
+            row.get("summary") or "", **evidence)
+    return run
+
+
+for _cdi_id, _cdi_title in cdi.TITLES.items():
+    check(_cdi_id, _cdi_title, kinds=(GPU_NODE,), concerns=RUNTIME, causes=CDI_CAUSES[_cdi_id])(_cdi_row(_cdi_id))

@@ -23,6 +23,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 
 MANAGED_ANNOTATION = "kube-gpu-nodes.io/managed-labels"
 VOLTA_MPS_LABEL = "kube-gpu-nodes.io/gpu.volta-mps"
+# How GPUs reach the node's containers, as the container_runtime module decided (runtime.runtime_mode): cdi | legacy.
+RUNTIME_MODE_LABEL = "kube-gpu-nodes.io/runtime-mode"
 SHARING_MODES = ("none", "time-slicing", "mps")
 # Label key: optional DNS prefix + "/" + name (<= 63, alphanumeric ends); value <= 63, may be empty.
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -249,6 +251,7 @@ NODE_DEFAULTS = {
     "require_gpu": True,
     "extra": {},
     "overwrite_foreign": False,
+    "runtime_mode": "",  # "" = not known (the runtime play did not run): no label set or removed
 }
 # What happens to a node: a patch is sent, nothing to send, or why nothing could be sent.
 STATUSES = ("patch", "unchanged", "render", "not registered", "api unreachable", "refused")
@@ -288,6 +291,8 @@ def _node_settings(host, settings):
     problems = extra_label_problems(merged["extra"], f"{host}: gpu_node_labels_extra")
     if problems:
         raise KgnError("; ".join(problems))
+    if merged["runtime_mode"] not in ("", "cdi", "legacy"):
+        raise KgnError(f"{host}: the runtime mode is {merged['runtime_mode']!r}; accepted: cdi, legacy or \"\"")
     return merged
 
 
@@ -313,6 +318,10 @@ def _desired(host, s, node, assumed):
             + (f"; the {len(kept)} this project set before are kept" if kept else "")
             + "; only its stack labels are planned"
         )
+    if s["runtime_mode"]:
+        desired[RUNTIME_MODE_LABEL] = s["runtime_mode"]
+    elif RUNTIME_MODE_LABEL in _managed_keys(node or {}) and RUNTIME_MODE_LABEL in ((node or {}).get("labels") or {}):
+        desired[RUNTIME_MODE_LABEL] = node["labels"][RUNTIME_MODE_LABEL]  # unknown this run: kept as it was
     desired.update(s["extra"])
     return desired
 

@@ -104,7 +104,9 @@ def _runtime_cell(observed, expected, checks):
     version = f" {data['version']}" if data.get("version") else ""
     if not data.get("answered"):
         return f"{engine}{version} (not answering)"
-    return f"{engine}{version} ({data.get('default_runtime') or 'unset'})"
+    # the runtime mode (CDI or the legacy hook) where the run recorded it
+    mode = f", {data['runtime_mode']}" if data.get("runtime_mode") else ""
+    return f"{engine}{version} ({data.get('default_runtime') or 'unset'}{mode})"
 
 
 @column("mig", "MIG", gpu_node_only=True)

@@ -113,6 +113,9 @@ def _runtime(state, toolkit, probe):
         "dropin_orphaned": bool(live.get("dropin_orphaned")),
         "stale_files": list(live.get("stale_files") or []),
         "binary": binary,
+        # CDI mode: the rows module_utils/cdi.py made of the spec, the driver, the paths and the engine
+        "runtime_mode": live.get("runtime_mode") or plan.get("runtime_mode") or "",
+        "cdi_rows": list((live.get("cdi") or {}).get("rows") or []),
     }
     return {
         "engine": engine,

@@ -9,6 +9,7 @@ registered cause that explains it.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks as c
@@ -601,3 +602,48 @@ def test_a_check_mode_run_that_would_fix_a_check_calls_it_pending_not_failed():
     assert c.verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "failed"}]) == "failed"
     assert c.verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "warn"}]) == "pending"
     assert c.verdict([{"id": "a", "status": "waived"}, {"id": "b", "status": "skipped"}]) == "ok"
+
+
+# --- CDI mode: the rows the container_runtime module recorded, on the real H100 node's spec -------------------
+
+H100 = Path(__file__).resolve().parents[1] / "fixtures" / "h100-cdi"
+
+
+def cdi_rows(**over):
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
+
+    text = (H100 / "nvidia-ctk-cdi-generate-default.json").read_text()
+    spec = cdi.parse_spec(text)
+    state = {"spec_path": "/var/run/cdi/nvidia.json", "spec_text": text, "spec_mtime": 2000.0,
+             "driver": {"version": "580.159.04", "installed_at": 1000.0, "answers": True},
+             "gpus": [{"index": 0, "uuid": "GPU-00000000-0000-0000-0000-000000000000"}],
+             "paths": dict.fromkeys(cdi.host_paths(spec), True), "spec_dir": "/var/run/cdi",
+             "engine": {"name": "containerd", "enabled": True, "spec_dirs": ["/etc/cdi", "/var/run/cdi"]}}
+    return cdi.cdi_checks({**state, **over})
+
+
+def cdi_node(**over):
+    runtime = copy.deepcopy(CONTAINERD_OK)
+    runtime["containerd"].update(runtime_mode="cdi", cdi_rows=cdi_rows(**over))
+    return node(runtime=runtime)
+
+
+def test_cdi_rows_on_the_h100_spec_are_ok():
+    checks, verdict = judge(cdi_node())
+    assert verdict == "ok"
+    assert {i: checks[i]["status"] for i in ("cdi_spec", "cdi_devices", "cdi_fresh", "cdi_paths", "cdi_engine")} == \
+        dict.fromkeys(("cdi_spec", "cdi_devices", "cdi_fresh", "cdi_paths", "cdi_engine"), "ok")
+    assert "nvidia.com/gpu=GPU-00000000-0000-0000-0000-000000000000" in checks["cdi_devices"]["summary"]
+
+
+@pytest.mark.parametrize(("over", "check", "entry"), [
+    ({"spec_text": None}, "cdi_spec", "cdi_no_spec"),
+    ({"driver": {"version": "580.95.05", "installed_at": 1000.0, "answers": True}}, "cdi_fresh", "cdi_stale_spec"),
+    ({"paths": {"/usr/local/nvidia/lib64/libcuda.so.580.159.04": False}}, "cdi_paths", "cdi_missing_file"),
+    ({"engine": {"name": "containerd", "enabled": False}}, "cdi_engine", "cdi_engine_off"),
+])
+def test_cdi_faults_are_diagnosed_with_their_fix(over, check, entry):
+    checks, verdict = judge(cdi_node(**over))
+    assert verdict == "failed"
+    assert checks[check]["status"] == "failed" and causes(checks[check]) == [entry]
+    assert "container_runtime.yml" in checks[check]["diagnosis"][0]["fix"]

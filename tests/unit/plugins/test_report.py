@@ -221,3 +221,11 @@ def test_the_stacks_are_the_change_of_the_control_plane_that_applied_them():
     node = stopped("n1", {}, states={"stacks": stacks})
     plane = verify.verify_host({"host": "cp1", "kinds": ["control_plane"]}, {"stacks": stacks})
     assert node["changes"] == [] and [c["concern"] for c in plane["changes"]] == ["stacks"]
+
+
+def test_the_runtime_cell_says_the_runtime_mode():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.report import _runtime_cell
+
+    observed = {"runtime": {"engine": "containerd", "containerd": {
+        "answered": True, "version": "2.1.9", "default_runtime": "nvidia", "runtime_mode": "cdi"}}}
+    assert _runtime_cell(observed, {}, []) == "containerd 2.1.9 (nvidia, cdi)"
