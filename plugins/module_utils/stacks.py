@@ -33,6 +33,8 @@ Sources (keys from docs/versions.md and the reference clusters of docs/field-not
   nvidia_device_plugin  docs/versions.md E (no extender; resource nvidia.com/gpu)
   hami       the pinned HAMi release, every fact cited in hami.py (own kube-scheduler with its extender on
              https://127.0.0.1:443, mutating webhook, device plugin on gpu=on nodes)
+  nvidia_dra the pinned NVIDIA DRA driver release, every fact cited in dra.py (no extender: kube-scheduler allocates
+             the GPUs itself from ResourceSlices; kubelet plugin on the nodes labelled kube-gpu-nodes.io/nvidia-dra)
 Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one binder only): [A3].
 """
 
@@ -41,7 +43,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import hami, manifests, scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, hami, manifests, scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
@@ -139,6 +141,18 @@ _CATALOG = {
         "extender": None,
         "service": None,
         "own_scheduler": {"name": hami.SCHEDULER_NAME, "webhook": hami.WEBHOOK_NAME, "extender": hami.extender()},
+    },
+    "nvidia_dra": {
+        "description": "NVIDIA DRA driver: GPUs and MIG devices allocated by kube-scheduler through ResourceClaims "
+                       "(Kubernetes 1.32+; no extender, no extended resource)",
+        # nothing is node allocatable: the kubelet plugin publishes the GPUs in ResourceSlices
+        "resources": [],
+        "node_labels": dict(dra.NODE_LABELS),
+        # the kubelet plugin publishes every GPU of the node: no second GPU stack on it
+        "claims_whole_gpus": True,
+        "extender": None,
+        "service": None,
+        "dra": {"driver": dra.GPU_DRIVER, "device_classes": [c[0] for c in dra.DEVICE_CLASSES]},
     },
 }
 
@@ -274,7 +288,9 @@ def stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=True,
             problems.append(str(err))
             continue
         claimers = [s for s in names if _CATALOG[s]["claims_whole_gpus"]]
-        if check_claims and len(claimers) > 1:
+        if check_claims and "nvidia_dra" in claimers and len(claimers) > 1:
+            problems.extend(dra.conflict_problems(node, names))
+        elif check_claims and len(claimers) > 1:
             problems.append(
                 f"{node}: stacks {' and '.join(claimers)} both claim every GPU of the node (each device plugin "
                 f"advertises all GPUs, so one GPU would be handed out twice); keep one stack per node: set "
@@ -397,6 +413,15 @@ TEMPLATES = {
     "hami": {"default": ["hami/rbac.yml.j2", "hami/certgen-create.yml.j2", "hami/scheduler-config.yml.j2",
                          "hami/scheduler.yml.j2", "hami/device-plugin.yml.j2", "hami/webhook.yml.j2",
                          "hami/certgen-patch.yml.j2"]},
+    # GPUs only, or with ComputeDomains (CRDs, controller, their RBAC and DeviceClasses): the chart's two parts.
+    "nvidia_dra": {
+        "gpus": ["nvidia_dra/rbac-kubelet-plugin.yml.j2", "nvidia_dra/admission-policy.yml.j2",
+                 "nvidia_dra/device-classes.yml.j2", "nvidia_dra/kubelet-plugin.yml.j2"],
+        "gpus-compute-domains": ["nvidia_dra/crds.yml.j2", "nvidia_dra/rbac-kubelet-plugin.yml.j2",
+                                 "nvidia_dra/rbac-controller.yml.j2", "nvidia_dra/admission-policy.yml.j2",
+                                 "nvidia_dra/device-classes.yml.j2", "nvidia_dra/controller.yml.j2",
+                                 "nvidia_dra/kubelet-plugin.yml.j2"],
+    },
 }
 NAMESPACE_TEMPLATE = "common/namespace.yml.j2"
 SECONDARY_TEMPLATES = ["secondary_scheduler/rbac.yml.j2", "secondary_scheduler/config.yml.j2",
@@ -408,6 +433,7 @@ IMAGE_KEYS = {
     "nano_gpu": ["nano_gpu_scheduler", "nano_gpu_agent"],
     "elastic_gpu": ["elastic_gpu_scheduler", "elastic_gpu_agent"],
     "hami": ["hami"],  # + the kube-webhook-certgen of the version (hami.certgen_image_key), in _images
+    "nvidia_dra": ["nvidia_dra"],
 }
 SAMPLE_IMAGES = {
     "nvidia_device_plugin": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
@@ -415,10 +441,15 @@ SAMPLE_IMAGES = {
     "nano_gpu": "nvcr.io/nvidia/cuda:9.0-devel",
     "elastic_gpu": "nvidia/samples:dcgmproftester-2.0.10-cuda11.0-ubuntu18.04",
     "hami": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
+    # the DRA driver's demo/specs/extended-resources/gpu-full.yaml
+    "nvidia_dra": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
 }
 # Removal order: what runs first, then what it uses; custom objects before their CRD, CRDs last.
 # The webhook goes first, so that no new pod is sent to a scheduler that is going away.
-REMOVE_ORDER = ("MutatingWebhookConfiguration", "Pod", "Deployment", "Job", "DaemonSet", "Service", "ConfigMap",
+# Sample claims go with their pods; DeviceClasses after the kubelet plugin that serves them; the ResourceSlice
+# admission policy after the kubelet plugin it restricts.
+REMOVE_ORDER = ("MutatingWebhookConfiguration", "Pod", "ResourceClaimTemplate", "Deployment", "Job", "DaemonSet",
+                "Service", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
                 "RoleBinding", "ClusterRoleBinding",
                 "Role", "ClusterRole", "ServiceAccount")
 # Kinds the project creates and prunes (resource.group as kubectl names them); a Namespace is never removed.
@@ -427,6 +458,13 @@ PRUNED_RESOURCES = ("pods", "deployments.apps", "daemonsets.apps", "services", "
                     "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
                     "customresourcedefinitions.apiextensions.k8s.io", "jobs.batch",
                     "mutatingwebhookconfigurations.admissionregistration.k8s.io")
+# Served only by some clusters, so listed only where served (kubectl refuses the whole list for one unknown kind):
+# ValidatingAdmissionPolicies from 1.30 (admissionregistration.k8s.io/v1, GA and on by default), the DRA kinds where
+# the API server's discovery lists resource.k8s.io.
+ADMISSION_POLICY_RESOURCES = ("validatingadmissionpolicies.admissionregistration.k8s.io",
+                              "validatingadmissionpolicybindings.admissionregistration.k8s.io")
+ADMISSION_POLICY_MINOR = 30
+DRA_RESOURCES = ("deviceclasses.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io")
 # What to do with an NVIDIA device plugin already in the cluster that this project did not deploy
 # (gpu_sharing_stacks_existing_device_plugin): refuse, or adopt it (keep it, leave out the stack's own).
 EXISTING_DEVICE_PLUGIN = ("refuse", "adopt")
@@ -447,8 +485,27 @@ STACK_INPUTS = {
     "registry_mirror": "", "sharing": "none", "mig_strategy": "none", "replicas": 4, "gpushare_mps": False,
     "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
-    "samples": False, "existing_device_plugin": "refuse", "manifests": None,
+    "samples": False, "existing_device_plugin": "refuse",
+    # nvidia_dra (dra.dra_plan); dra_mig_layouts: the GPU nodes' nvidia_mig_layout values, for the MIG samples
+    "dra_compute_domains": True, "dra_extended_resource": "auto", "dra_feature_gates": {}, "dra_cdi_hook_path": "",
+    "dra_resource_api": "", "dra_mig_layouts": [],
+    "manifests": None,
 }
+
+
+def pruned_resources(kubernetes_version, served=None):
+    """The kinds the project lists (by its label) and prunes in a cluster of ``kubernetes_version`` whose discovery
+    lists ``served`` ({group: [versions]}, None when not read: then no DRA kind)."""
+    resources = list(PRUNED_RESOURCES)
+    try:
+        minor = kubernetes_minor(kubernetes_version, "kubernetes_version", newest=False)
+    except KgnError:
+        minor = 0
+    if minor >= ADMISSION_POLICY_MINOR:
+        resources += ADMISSION_POLICY_RESOURCES
+    if (served or {}).get(dra.RESOURCE_GROUP):
+        resources += DRA_RESOURCES
+    return resources
 
 
 def _stack_inputs(inputs):
@@ -526,7 +583,8 @@ def _images(p, dp):
         if stack == "hami":
             keys.append(hami.certgen_image_key(kubernetes_minor(p["kubernetes_version"], "kubernetes_version", False)))
         for key in keys:
-            image = p["images"].get(key) or (dp["image"] if key == "nvidia_device_plugin" else "")
+            image = p["images"].get(key) or {"nvidia_device_plugin": (dp or {}).get("image"),
+                                              "nvidia_dra": dra.IMAGE}.get(key) or ""
             if not image:
                 raise KgnError(f"gpu_sharing_stacks_images.{key} is empty, but stack {stack} runs it; set the image "
                                f"(see roles/gpu_sharing_stacks/defaults/main.yml). Nothing was changed.")
@@ -631,11 +689,13 @@ def _template_stack(template):
     return rest[: -len(".yml.j2")] if folder == "samples" else folder
 
 
-def _manifest_list(p, dp, secondary):
+def _manifest_list(p, dp, secondary, dra_plan):
     templates = [NAMESPACE_TEMPLATE] if p["namespace"] != "kube-system" else []
     for stack in p["stacks"]:
         variant = {"nvidia_device_plugin": f"{dp['variant']}-{p['sharing']}" if dp else "",
-                   "gpushare": "mps" if p["gpushare_mps"] else "plain"}.get(stack, "default")
+                   "gpushare": "mps" if p["gpushare_mps"] else "plain",
+                   "nvidia_dra": "gpus-compute-domains" if dra_plan.get("compute_domains") else "gpus"
+                   }.get(stack, "default")
         templates += TEMPLATES[stack][variant]
     if secondary["enabled"]:
         templates += SECONDARY_TEMPLATES
@@ -675,9 +735,10 @@ def _device_plugin_images(daemonset):
 
 
 def advertising_nvidia_gpu(stacks):
-    """The chosen stacks whose device plugin advertises nvidia.com/gpu, as every NVIDIA device plugin does: only
+    """The chosen stacks that would hand out the GPUs another NVIDIA device plugin advertises as nvidia.com/gpu:
+    those whose device plugin advertises it too, and nvidia_dra, whose kubelet plugin publishes the same GPUs. Only
     they can meet another one (stack_conflicts), so the cluster is looked at only for them."""
-    return [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"]]
+    return [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"] or s == "nvidia_dra"]
 
 
 def stack_conflicts(stacks, found):
@@ -749,6 +810,18 @@ def _adopted(p, api, assumed):
     conflicts = stack_conflicts(p["stacks"], components)
     if not conflicts:
         return []
+    with_dra = [c for c in conflicts if c["stack"] == "nvidia_dra"]
+    if with_dra:  # adopting another device plugin cannot stand in for DRA: refused either way
+        found = "; ".join(c["found"] for c in with_dra)
+        raise KgnError(
+            f"Refused to deploy the NVIDIA DRA driver next to another device plugin: {found} advertises nvidia.com/gpu "
+            f"on the cluster's GPU nodes, and the DRA kubelet plugin would publish the same GPUs in ResourceSlices, so "
+            f"one GPU could go to two pods (NVIDIA's chart refuses the same: the DRA driver \"cannot be deployed "
+            f"alongside the standard GPU device plugin on the same node\"). Choose one: turn that device plugin off "
+            f"({with_dra[0]['remove']}; NVIDIA's guide for the DRA driver with the GPU Operator installs the Operator "
+            f"with its device plugin disabled), then run again; or keep it and leave nvidia_dra out of "
+            f"gpu_sharing_stacks. gpu_sharing_stacks_existing_device_plugin: adopt does not apply to nvidia_dra. "
+            f"Nothing was changed (no manifest written, applied or deleted).")
     if p["existing_device_plugin"] == "refuse":
         raise KgnError("Refused to deploy a second device plugin: " + " | ".join(map(_conflict_text, conflicts))
                        + ". Nothing was changed (no manifest written, applied or deleted).")
@@ -877,7 +950,12 @@ def stacks_plan(inputs, observed=None):
     dp = _device_plugin(p) if "nvidia_device_plugin" in stacks else None
     secondary = _secondary(p, catalog) if stacks else {"enabled": False}
     own_scheduler = _hami(p) if "hami" in stacks else {"enabled": False}
-    planned = _manifest_list(p, dp, secondary) if stacks else []
+    served = ((observed.get("api") or {}).get("served")) if observed else None
+    dra_plan = dra.dra_plan(p, None if served is None else served.get(dra.RESOURCE_GROUP, [])) \
+        if "nvidia_dra" in stacks else {"enabled": False}
+    if dra_plan.get("assumed"):
+        assumed.append(dra_plan["assumed"])
+    planned = _manifest_list(p, dp, secondary, dra_plan) if stacks else []
     plan = {
         "kubernetes_version": p["kubernetes_version"],
         "stacks": stacks,
@@ -895,6 +973,7 @@ def stacks_plan(inputs, observed=None):
         "gpushare_mps": p["gpushare_mps"],
         "secondary": secondary,
         "hami": own_scheduler,
+        "dra": dra_plan,
         "samples": p["samples"],
         "labels": {"managed_by": dict(MANAGED_BY), "stack": STACK_LABEL},
         "manifests": planned,

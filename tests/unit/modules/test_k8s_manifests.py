@@ -4,6 +4,7 @@ another NVIDIA device plugin already runs in the cluster."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,11 @@ OLD_EXTENDER = _object("apps/v1", "Deployment", "gpushare-schd-extender")
 FOREIGN = _object("apps/v1", "DaemonSet", "nvidia-gpu-device-plugin", labels={"k8s-app": "nvidia-gpu-device-plugin"},
                   spec={"template": {"spec": {"containers": [
                       {"name": "nvidia-gpu-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.14.1"}]}}})
+# discovery of a 1.30 cluster without DRA (resource.k8s.io is beta and off before 1.34)
+APIS = json.dumps({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+    {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}]},
+    {"name": "admissionregistration.k8s.io",
+     "versions": [{"groupVersion": "admissionregistration.k8s.io/v1", "version": "v1"}]}]})
 NO_OPERATOR = answer(rc=1, stderr='error: the server doesn\'t have a resource type "clusterpolicies"\n')
 
 
@@ -62,6 +68,7 @@ def _ready(listed, dry_run, daemonsets=()):
     suffix = " (server dry run)" if dry_run else ""
     return [
         {"match": ["get", "--raw", "/readyz"], "answers": [answer("ok")]},
+        {"match": ["get", "--raw", "/apis"], "answers": [answer(APIS)]},
         {"match": ["get", "-l", "app.kubernetes.io/managed-by=kube-gpu-nodes"], "answers": listed},
         {"match": ["get", "daemonsets.apps", "--all-namespaces"], "answers": [answer(items(*daemonsets))]},
         {"match": ["get", "clusterpolicies.nvidia.com"], "answers": [NO_OPERATOR]},
