@@ -144,11 +144,12 @@ def _gates_text(minor):
 
 
 def kubernetes_problems(kubernetes_version):
-    """Why the Kubernetes version cannot run the stack at all ([] when it can): what the inventory alone tells."""
+    """Why the Kubernetes version cannot run the stack at all ([] when it can, or when the version is not one at all:
+    the inventory contract reports that)."""
     try:
         minor = _minor(kubernetes_version)
-    except KgnError as err:
-        return [str(err)]
+    except KgnError:
+        return []
     if minor >= OLDEST_MINOR:
         return []
     return [f"nvidia_dra needs Kubernetes 1.{OLDEST_MINOR} or newer, but kubernetes_version is {kubernetes_version}: "
@@ -169,10 +170,10 @@ def resource_api(kubernetes_version, served=None, override=""):
     not served (naming the feature gate and runtime-config to turn on, and on which components); from 1.34 when
     the API server does not serve resource.k8s.io/v1 (DRA turned off).
     """
+    minor = _minor(kubernetes_version)
     problems = kubernetes_problems(kubernetes_version)
     if problems:
         raise KgnError(problems[0] + ". Nothing was changed.")
-    minor = _minor(kubernetes_version)
     known = ("v1", "v1beta2", "v1beta1") if minor >= GA_MINOR else BETA_VERSIONS[minor]
     override = (override or "").strip()
     if override:
@@ -489,11 +490,12 @@ def conflict_problems(node, stacks):
 
 
 def node_problems(node, stacks, kubernetes_version, runtime_mode):
-    """Everything the inventory alone says against nvidia_dra on one GPU node ([] when fine or not chosen)."""
+    """What the inventory alone says against nvidia_dra on one GPU node besides the stack conflicts (which
+    stacks.stack_problems reports through conflict_problems): the Kubernetes version and CDI ([] when fine or not
+    chosen)."""
     if "nvidia_dra" not in (stacks or []):
         return []
-    problems = [f"{node}: {p}" for p in kubernetes_problems(kubernetes_version)]
-    return problems + conflict_problems(node, stacks) + cdi_problems(node, runtime_mode)
+    return [f"{node}: {p}" for p in kubernetes_problems(kubernetes_version)] + cdi_problems(node, runtime_mode)
 
 
 # --------------------------------------------------------------------------------------------------
