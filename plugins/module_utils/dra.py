@@ -385,11 +385,11 @@ def sample_claims(api_version, gates=None, mig=None, extended=None):
                 "containers": [{"name": "ctr", "request": "gpu"}]}]
     mig = mig or {"profiles": [], "unnamed": False}
     for profile in mig["profiles"]:
+        selector = f"device.attributes['gpu.nvidia.com'].profile == '{profile}'"
         samples.append({
             "name": "dra-mig-" + _sample_name(profile),
             "what": f"one MIG device of profile {profile} (DeviceClass mig.nvidia.com)",
-            "claim_spec": {"devices": {"requests": [device_request(
-                api_version, "mig", "mig.nvidia.com", [f"device.attributes['gpu.nvidia.com'].profile == '{profile}'"])]}},
+            "claim_spec": {"devices": {"requests": [device_request(api_version, "mig", "mig.nvidia.com", [selector])]}},
             "containers": [{"name": "ctr", "request": "mig"}]})
     if mig["unnamed"]:
         samples.append({"name": "dra-mig", "what": "one MIG device of any profile (DeviceClass mig.nvidia.com)",
@@ -481,9 +481,10 @@ def conflict_problems(node, stacks):
     others = [s for s in stacks if s != "nvidia_dra"]
     if not others:
         return []
-    return [f"{node}: nvidia_dra and {' and '.join(others)} would both hand out this node's GPUs (the DRA kubelet plugin "
-            f"publishes every GPU in a ResourceSlice, and {others[0]}'s device plugin advertises them too; NVIDIA's "
-            f"chart refuses the same: \"cannot be deployed alongside the standard GPU device plugin on the same node\"), "
+    return [f"{node}: nvidia_dra and {' and '.join(others)} would both hand out this node's GPUs (the DRA kubelet "
+            f"plugin publishes every GPU in a ResourceSlice, and {others[0]}'s device plugin advertises them too; "
+            f"NVIDIA's chart refuses the same: \"cannot be deployed alongside the standard GPU device plugin on the "
+            f"same node\"), "
             f"so one GPU could go to two pods. Give the node one of them: to move it to DRA, set gpu_sharing_stacks: "
             f"[nvidia_dra] for it in host_vars and run playbooks/nvidia_dra_switch.yml -l {node} (cordon, drain the "
             f"pods that hold GPUs, switch, verify, uncordon); other nodes may keep {others[0]}"]

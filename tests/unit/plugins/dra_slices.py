@@ -102,15 +102,12 @@ def mig_profiles(lgip_text: str, lgipp_text: str) -> dict:
     return profiles
 
 
-def _attrs(api_version: str, values: dict) -> dict:
-    out = {}
-    for key, (kind, value) in values.items():
-        out[key] = {kind: value}
-    return out
+def _attrs(values: dict) -> dict:
+    return {key: {kind: value} for key, (kind, value) in values.items()}
 
 
 def _device(api_version: str, name: str, attributes: dict, capacity: dict) -> dict:
-    body = {"attributes": _attrs(api_version, attributes),
+    body = {"attributes": _attrs(attributes),
             "capacity": {k: {"value": quantity(v)} for k, v in capacity.items()}}
     if api_version == "resource.k8s.io/v1beta1":
         return {"name": name, "basic": body}
@@ -137,7 +134,7 @@ def devices(api_version: str, gpu: dict, mig_layout: list | None = None, profile
     order = mig.creation_order(model, list(mig_layout))
     starts = mig._first_free(model, order)
     found = []
-    for index, (name, start) in enumerate(zip(order, starts)):
+    for index, (name, start) in enumerate(zip(order, starts, strict=True)):
         p = profiles[name]
         pname = re.sub(r"[^a-z0-9-.]", "-", name.replace(".", "").lower()).strip("-")
         attrs = dict(_common(gpu), type=("string", "mig"), parentUUID=("string", gpu["uuid"]),

@@ -9,10 +9,9 @@ import json
 
 import kubernetes_validate
 import pytest
-from dra_slices import H100, gpus_of, h100, quantity, semver
-
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, gpu, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from dra_slices import H100, gpus_of, h100, quantity, semver
 
 H100_FACTS = gpu.parse_nvidia_smi_xml((H100 / "nvidia-smi-q-x.xml").read_text())
 NODE = "h100-node"
@@ -76,7 +75,7 @@ def test_without_discovery_the_minor_decides_and_a_beta_choice_is_assumed():
 
 
 def test_an_override_must_exist_in_the_minor():
-    with pytest.raises(KgnError, match="Kubernetes 1.32 has resource.k8s.io/v1beta1"):
+    with pytest.raises(KgnError, match=r"Kubernetes 1\.32 has resource\.k8s\.io/v1beta1"):
         dra.resource_api("1.32.9", None, "v1beta2")
 
 
@@ -102,7 +101,7 @@ def test_the_extended_resource_follows_kep_5004(version, setting, enabled):
 
 
 def test_the_extended_resource_is_refused_where_the_field_does_not_exist():
-    with pytest.raises(KgnError, match="exists only in resource.k8s.io/v1, from Kubernetes 1.34"):
+    with pytest.raises(KgnError, match=r"exists only in resource\.k8s\.io/v1, from Kubernetes 1\.34"):
         dra.extended_resource("1.33.5", True, "resource.k8s.io/v1beta2")
 
 
@@ -307,7 +306,8 @@ def test_device_classes_registration_and_allocatable_checks():
         "gpu.nvidia.com is not registered with the kubelet"]
     assert dra.registration_problems(["gpu.nvidia.com-reg.sock"], compute_domains=False) == []
     assert dra.allocatable_problems("n", {"nvidia.com/gpu": "0", "cpu": "8"}) == []
-    assert "advertises nvidia.com/gpu: 1 from a device plugin" in dra.allocatable_problems("n", {"nvidia.com/gpu": "1"})[0]
+    [busy] = dra.allocatable_problems("n", {"nvidia.com/gpu": "1"})
+    assert "advertises nvidia.com/gpu: 1 from a device plugin" in busy
 
 
 # --- the stacks plan ----------------------------------------------------------------------------------------
@@ -327,7 +327,7 @@ def test_the_plan_picks_the_templates_and_refuses_an_unserved_beta_version_befor
     assert any("discovery was not read" in a for a in plan["assumed"])
     observed = {"files": [], "api": {"reachable": True, "objects": [], "served": {"apps": ["v1"]}}}
     inputs = {"kubernetes_version": "1.33.5", "stacks": ["nvidia_dra"], "manifests": _manifests("1.33.5")}
-    with pytest.raises(KgnError, match="needs the beta API resource.k8s.io/v1beta2, which this API server does not"):
+    with pytest.raises(KgnError, match=r"needs the beta API resource\.k8s\.io/v1beta2, which this API server does not"):
         stacks.stacks_plan(inputs, observed)
 
 
