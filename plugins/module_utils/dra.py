@@ -656,6 +656,18 @@ def allocatable_problems(node_name, allocatable):
             f"a node from nvidia_device_plugin to nvidia_dra)"]
 
 
+def published_problems(answer, node_name, gpu_facts):
+    """What the API shows against a DRA node (``answer``: ``kubectl get resourceslices,node/<node> -o json``): the
+    slice checks (slice_problems) and, when the Node is in the answer, a device plugin still advertising
+    nvidia.com/gpu on it (allocatable_problems). [] when the node is served by the DRA driver alone."""
+    items = _items(answer)
+    node = [o for o in items if o.get("kind") == "Node" and (o.get("metadata") or {}).get("name") == node_name]
+    problems = slice_problems([o for o in items if o.get("kind") != "Node"], node_name, gpu_facts)
+    for found in node:
+        problems += allocatable_problems(node_name, (found.get("status") or {}).get("allocatable"))
+    return problems
+
+
 def dra_plan(p, served=None):
     """What the stacks plan and the templates need for nvidia_dra (``p``: the stacks inputs; ``served``: the
     versions of resource.k8s.io the API server lists, None when not read)."""

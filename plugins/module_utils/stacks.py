@@ -1007,3 +1007,20 @@ def stacks_plan(inputs, observed=None):
         assumed.append(f"the files in {p['manifest_dir']} were not read: none is planned for removal")
     plan["prune"] = _prune(observed.get("api") or {}, objects, assumed)
     return plan
+
+
+def stacks_labelled(labels):
+    """The stacks whose selector labels a node carries (its labels as the API shows them): what it runs now."""
+    labels = labels or {}
+    return [name for name, entry in _CATALOG.items()
+            if entry["node_labels"] and all(labels.get(k) == v for k, v in entry["node_labels"].items())]
+
+
+def dra_switch(node, labels, wanted, pods, cluster_stacks):
+    """dra.switch_plan for a node as the API shows it: ``labels`` (the Node's labels: which stacks it runs now),
+    ``wanted`` (its gpu_sharing_stacks), ``pods`` (``kubectl get pods --field-selector spec.nodeName=<node> -o json``:
+    those that hold GPUs must leave first) and ``cluster_stacks`` (the control plane's gpu_sharing_stacks)."""
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig_gpu_pods
+
+    return dra.switch_plan(node, stacks_labelled(labels), _stack_list(wanted), mig_gpu_pods(pods),
+                           _stack_list(cluster_stacks))

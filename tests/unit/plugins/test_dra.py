@@ -337,3 +337,17 @@ def test_pruning_lists_the_dra_kinds_and_admission_policies_only_where_served():
     assert "validatingadmissionpolicies.admissionregistration.k8s.io" not in stacks.pruned_resources("1.29.4", {})
     kinds = stacks.pruned_resources("1.34.1", {"resource.k8s.io": ["v1"]})
     assert {"deviceclasses.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io"} <= set(kinds)
+
+
+def test_the_switch_waits_for_the_slices_and_for_the_device_plugin_to_be_gone():
+    node = {"kind": "Node", "metadata": {"name": NODE}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
+    answer = {"kind": "List", "items": [h100(), node]}
+    assert dra.published_problems(answer, NODE, H100_FACTS) == dra.allocatable_problems(NODE, {"nvidia.com/gpu": "1"})
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    assert dra.published_problems(json.dumps(answer), NODE, H100_FACTS) == []
+    assert stacks.stacks_labelled({"nvidia.com/gpu.deploy.device-plugin": "true"}) == ["nvidia_device_plugin"]
+    plan = stacks.dra_switch(NODE, {"nvidia.com/gpu.deploy.device-plugin": "true"}, ["nvidia_dra"],
+                             {"items": [{"metadata": {"namespace": "ml", "name": "train"}, "spec": {"containers": [
+                                 {"resources": {"limits": {"nvidia.com/gpu": 1}}}]}}]},
+                             ["nvidia_device_plugin", "nvidia_dra"])
+    assert plan["drain"] and plan["gpu_pods"] == ["ml/train"] and plan["remove"] == ["nvidia_device_plugin"]
