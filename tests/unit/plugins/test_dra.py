@@ -351,3 +351,10 @@ def test_the_switch_waits_for_the_slices_and_for_the_device_plugin_to_be_gone():
                                  {"resources": {"limits": {"nvidia.com/gpu": 1}}}]}}]},
                              ["nvidia_device_plugin", "nvidia_dra"])
     assert plan["drain"] and plan["gpu_pods"] == ["ml/train"] and plan["remove"] == ["nvidia_device_plugin"]
+
+
+def test_the_lab_stand_in_files_are_what_the_capture_gives():
+    """molecule/nvidia_dra publishes this slice and checks against these facts, as a real H100 node would show."""
+    files = H100.parents[3] / "molecule" / "nvidia_dra" / "files"
+    assert json.loads((files / "h100-resourceslice.json").read_text()) == h100("resource.k8s.io/v1", "nvidia-dra-gpu")
+    assert json.loads((files / "h100-gpu-facts.json").read_text()) == H100_FACTS
