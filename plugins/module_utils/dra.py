@@ -657,7 +657,7 @@ def allocatable_problems(node_name, allocatable):
 
 
 def published_problems(answer, node_name, gpu_facts):
-    """What the API shows against a DRA node (``answer``: ``kubectl get resourceslices,node/<node> -o json``): the
+    """What the API shows against a DRA node (``answer``: ``kubectl get resourceslices,nodes -o json``): the
     slice checks (slice_problems) and, when the Node is in the answer, a device plugin still advertising
     nvidia.com/gpu on it (allocatable_problems). [] when the node is served by the DRA driver alone."""
     items = _items(answer)
