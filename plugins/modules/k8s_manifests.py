@@ -26,7 +26,7 @@ description:
     naming it and the choices, before anything is written, applied or deleted; with C(existing_device_plugin=adopt)
     in O(settings) that stack's own manifests are left out instead (never nvidia_dra's) and RV(msg) names the device
     plugin kept.
-  - Reads the API server's discovery (C(kubectl get --raw /apis)) once: the resource.k8s.io version it serves decides
+  - Reads the API server's discovery (C(kubectl get --raw /apis)) once; the resource.k8s.io version it serves decides
     whether nvidia_dra can be applied (refused, naming the feature gate and runtime-config to turn on, when the
     version rendered is not served), and which kinds are listed for pruning (DeviceClasses and ResourceClaimTemplates
     where resource.k8s.io is served, ValidatingAdmissionPolicies from Kubernetes 1.30).
