@@ -44,7 +44,7 @@ def test_the_dra_driver_was_deployed_in_the_versions_the_cluster_serves(host):
 
 def test_the_switch_drained_the_gpu_pod_moved_the_labels_and_uncordoned(host):
     items = _saved(host, "dra-switched.json")
-    [node] = [o for o in items if o["kind"] == "Node"]
+    [node] = [o for o in items if o["kind"] == "Node" and o["metadata"]["name"] == NODE]
     labels = node["metadata"]["labels"]
     assert labels[DRA_LABEL] == "true" and DEVICE_PLUGIN_LABEL not in labels
     assert not node["spec"].get("unschedulable")
