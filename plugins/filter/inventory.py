@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, dra, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
@@ -72,7 +72,29 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
         secondary = False
     problems.extend(stacks.stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane),
                                           secondary_scheduler=secondary))
+    problems.extend(_dra_problems(hostvars, stacks_by_node))
     return _merge_hosts(list(dict.fromkeys(problems)), sorted(set(control_plane) | set(gpu_nodes)))
+
+
+def _dra_problems(hostvars, stacks_by_node: dict) -> list[str]:
+    """nvidia_dra's refusals per GPU node (Kubernetes version, CDI in the runtime), before any host is touched."""
+    problems = []
+    for host, chosen in stacks_by_node.items():
+        if "nvidia_dra" not in (chosen or []):
+            continue
+        hv = hostvars[host]
+        observed = hv.get("kgn_observed_container_runtime") or {}
+        try:
+            # FALLBACK (dra.inventory_runtime_mode) until the runtime section of the host plan says runtime_mode
+            mode = dra.inventory_runtime_mode(hv.get("nvidia_container_runtime_mode", "auto"),
+                                              hv.get("container_runtime", "auto"),
+                                              observed.get("versions") if isinstance(observed, dict) else None,
+                                              hv.get("nvidia_container_toolkit_version", ""))
+        except KgnError as exc:
+            problems.append(f"{host}: {exc}")
+            continue
+        problems.extend(dra.node_problems(host, chosen, hv.get("kubernetes_version"), mode))
+    return problems
 
 
 def _merge_hosts(problems: list[str], hosts: list[str]) -> list[str]:

@@ -33,6 +33,8 @@ Sources (keys from docs/versions.md and the reference clusters of docs/field-not
   nvidia_device_plugin  docs/versions.md E (no extender; resource nvidia.com/gpu)
   hami       the pinned HAMi release, every fact cited in hami.py (own kube-scheduler with its extender on
              https://127.0.0.1:443, mutating webhook, device plugin on gpu=on nodes)
+  nvidia_dra the pinned NVIDIA DRA driver release, every fact cited in dra.py (no extender: kube-scheduler allocates
+             the GPUs itself from ResourceSlices; kubelet plugin on the nodes labelled kube-gpu-nodes.io/nvidia-dra)
 Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one binder only): [A3].
 """
 
@@ -41,7 +43,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import hami, manifests, scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, hami, manifests, scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
@@ -162,6 +164,18 @@ _CATALOG = {
         "service": None,
         "own_scheduler": {"name": hami.SCHEDULER_NAME, "webhook": hami.WEBHOOK_NAME, "extender": hami.extender()},
         "device_plugin_sockets": [ANY_PLUGIN_SOCKET],  # HAMi's socket name is not pinned by a source
+    },
+    "nvidia_dra": {
+        "description": "NVIDIA DRA driver: GPUs and MIG devices allocated by kube-scheduler through ResourceClaims "
+                       "(Kubernetes 1.32+; no extender, no extended resource)",
+        # nothing is node allocatable: the kubelet plugin publishes the GPUs in ResourceSlices
+        "resources": [],
+        "node_labels": dict(dra.NODE_LABELS),
+        # the kubelet plugin publishes every GPU of the node: no second GPU stack on it
+        "claims_whole_gpus": True,
+        "extender": None,
+        "service": None,
+        "dra": {"driver": dra.GPU_DRIVER, "device_classes": [c[0] for c in dra.DEVICE_CLASSES]},
     },
 }
 
@@ -297,7 +311,9 @@ def stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=True,
             problems.append(str(err))
             continue
         claimers = [s for s in names if _CATALOG[s]["claims_whole_gpus"]]
-        if check_claims and len(claimers) > 1:
+        if check_claims and "nvidia_dra" in claimers and len(claimers) > 1:
+            problems.extend(dra.conflict_problems(node, names))
+        elif check_claims and len(claimers) > 1:
             problems.append(
                 f"{node}: stacks {' and '.join(claimers)} both claim every GPU of the node (each device plugin "
                 f"advertises all GPUs, so one GPU would be handed out twice); keep one stack per node: set "
@@ -420,6 +436,15 @@ TEMPLATES = {
     "hami": {"default": ["hami/rbac.yml.j2", "hami/certgen-create.yml.j2", "hami/scheduler-config.yml.j2",
                          "hami/scheduler.yml.j2", "hami/device-plugin.yml.j2", "hami/webhook.yml.j2",
                          "hami/certgen-patch.yml.j2"]},
+    # GPUs only, or with ComputeDomains (CRDs, controller, their RBAC and DeviceClasses): the chart's two parts.
+    "nvidia_dra": {
+        "gpus": ["nvidia_dra/rbac-kubelet-plugin.yml.j2", "nvidia_dra/admission-policy.yml.j2",
+                 "nvidia_dra/device-classes.yml.j2", "nvidia_dra/kubelet-plugin.yml.j2"],
+        "gpus-compute-domains": ["nvidia_dra/crds.yml.j2", "nvidia_dra/rbac-kubelet-plugin.yml.j2",
+                                 "nvidia_dra/rbac-controller.yml.j2", "nvidia_dra/admission-policy.yml.j2",
+                                 "nvidia_dra/device-classes.yml.j2", "nvidia_dra/controller.yml.j2",
+                                 "nvidia_dra/kubelet-plugin.yml.j2"],
+    },
 }
 NAMESPACE_TEMPLATE = "common/namespace.yml.j2"
 SECONDARY_TEMPLATES = ["secondary_scheduler/rbac.yml.j2", "secondary_scheduler/config.yml.j2",
@@ -431,6 +456,7 @@ IMAGE_KEYS = {
     "nano_gpu": ["nano_gpu_scheduler", "nano_gpu_agent"],
     "elastic_gpu": ["elastic_gpu_scheduler", "elastic_gpu_agent"],
     "hami": ["hami"],  # + the kube-webhook-certgen of the version (hami.certgen_image_key), in _images
+    "nvidia_dra": ["nvidia_dra"],
 }
 SAMPLE_IMAGES = {
     "nvidia_device_plugin": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
@@ -438,10 +464,15 @@ SAMPLE_IMAGES = {
     "nano_gpu": "nvcr.io/nvidia/cuda:9.0-devel",
     "elastic_gpu": "nvidia/samples:dcgmproftester-2.0.10-cuda11.0-ubuntu18.04",
     "hami": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
+    # the DRA driver's demo/specs/extended-resources/gpu-full.yaml
+    "nvidia_dra": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
 }
 # Removal order: what runs first, then what it uses; custom objects before their CRD, CRDs last.
 # The webhook goes first, so that no new pod is sent to a scheduler that is going away.
-REMOVE_ORDER = ("MutatingWebhookConfiguration", "Pod", "Deployment", "Job", "DaemonSet", "Service", "ConfigMap",
+# Sample claims go with their pods; DeviceClasses after the kubelet plugin that serves them; the ResourceSlice
+# admission policy after the kubelet plugin it restricts.
+REMOVE_ORDER = ("MutatingWebhookConfiguration", "Pod", "ResourceClaimTemplate", "Deployment", "Job", "DaemonSet",
+                "Service", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
                 "RoleBinding", "ClusterRoleBinding",
                 "Role", "ClusterRole", "ServiceAccount")
 # Kinds the project creates and prunes (resource.group as kubectl names them); a Namespace is never removed.
@@ -450,6 +481,13 @@ PRUNED_RESOURCES = ("pods", "deployments.apps", "daemonsets.apps", "services", "
                     "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
                     "customresourcedefinitions.apiextensions.k8s.io", "jobs.batch",
                     "mutatingwebhookconfigurations.admissionregistration.k8s.io")
+# Served only by some clusters, so listed only where served (kubectl refuses the whole list for one unknown kind):
+# ValidatingAdmissionPolicies from 1.30 (admissionregistration.k8s.io/v1, GA and on by default), the DRA kinds where
+# the API server's discovery lists resource.k8s.io.
+ADMISSION_POLICY_RESOURCES = ("validatingadmissionpolicies.admissionregistration.k8s.io",
+                              "validatingadmissionpolicybindings.admissionregistration.k8s.io")
+ADMISSION_POLICY_MINOR = 30
+DRA_RESOURCES = ("deviceclasses.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io")
 # What to do with an NVIDIA device plugin already in the cluster that this project did not deploy
 # (gpu_sharing_stacks_existing_device_plugin): refuse, or adopt it (keep it, leave out the stack's own).
 EXISTING_DEVICE_PLUGIN = ("refuse", "adopt")
@@ -470,8 +508,27 @@ STACK_INPUTS = {
     "registry_mirror": "", "sharing": "none", "mig_strategy": "none", "replicas": 4, "gpushare_mps": False,
     "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
-    "samples": False, "existing_device_plugin": "refuse", "allow_newer": False, "manifests": None,
+    "samples": False, "existing_device_plugin": "refuse", "allow_newer": False,
+    # nvidia_dra (dra.dra_plan); dra_mig_layouts: the GPU nodes' nvidia_mig_layout values, for the MIG samples
+    "dra_compute_domains": True, "dra_extended_resource": "auto", "dra_feature_gates": {}, "dra_cdi_hook_path": "",
+    "dra_resource_api": "", "dra_mig_layouts": [],
+    "manifests": None,
 }
+
+
+def pruned_resources(kubernetes_version, served=None):
+    """The kinds the project lists (by its label) and prunes in a cluster of ``kubernetes_version`` whose discovery
+    lists ``served`` ({group: [versions]}, None when not read: then no DRA kind)."""
+    resources = list(PRUNED_RESOURCES)
+    try:
+        minor = kubernetes_minor(kubernetes_version, "kubernetes_version", newest=False)
+    except KgnError:
+        minor = 0
+    if minor >= ADMISSION_POLICY_MINOR:
+        resources += ADMISSION_POLICY_RESOURCES
+    if (served or {}).get(dra.RESOURCE_GROUP):
+        resources += DRA_RESOURCES
+    return resources
 
 
 def _stack_inputs(inputs):
@@ -553,7 +610,7 @@ def _images(p, dp):
                          "hami": hami.release_facts(kubernetes_minor(p["kubernetes_version"], "kubernetes_version",
                                                                      False))["hami_image"] if stack == "hami" else ""}
         for key in keys:
-            image = p["images"].get(key) or release_image.get(key, "")
+            image = p["images"].get(key) or release_image.get(key, "") or {"nvidia_dra": dra.IMAGE}.get(key, "")
             if not image:
                 raise KgnError(f"gpu_sharing_stacks_images.{key} is empty, but stack {stack} runs it; set the image "
                                f"(see roles/gpu_sharing_stacks/defaults/main.yml). Nothing was changed.")
@@ -660,11 +717,13 @@ def _template_stack(template):
     return rest[: -len(".yml.j2")] if folder == "samples" else folder
 
 
-def _manifest_list(p, dp, secondary):
+def _manifest_list(p, dp, secondary, dra_plan):
     templates = [NAMESPACE_TEMPLATE] if p["namespace"] != "kube-system" else []
     for stack in p["stacks"]:
         variant = {"nvidia_device_plugin": f"{dp['variant']}-{p['sharing']}" if dp else "",
-                   "gpushare": "mps" if p["gpushare_mps"] else "plain"}.get(stack, "default")
+                   "gpushare": "mps" if p["gpushare_mps"] else "plain",
+                   "nvidia_dra": "gpus-compute-domains" if dra_plan.get("compute_domains") else "gpus"
+                   }.get(stack, "default")
         templates += TEMPLATES[stack][variant]
     if secondary["enabled"]:
         templates += SECONDARY_TEMPLATES
@@ -704,9 +763,10 @@ def _device_plugin_images(daemonset):
 
 
 def advertising_nvidia_gpu(stacks):
-    """The chosen stacks whose device plugin advertises nvidia.com/gpu, as every NVIDIA device plugin does: only
+    """The chosen stacks that would hand out the GPUs another NVIDIA device plugin advertises as nvidia.com/gpu:
+    those whose device plugin advertises it too, and nvidia_dra, whose kubelet plugin publishes the same GPUs. Only
     they can meet another one (stack_conflicts), so the cluster is looked at only for them."""
-    return [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"]]
+    return [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"] or s == "nvidia_dra"]
 
 
 def stack_conflicts(stacks, found):
@@ -778,6 +838,18 @@ def _adopted(p, api, assumed):
     conflicts = stack_conflicts(p["stacks"], components)
     if not conflicts:
         return []
+    with_dra = [c for c in conflicts if c["stack"] == "nvidia_dra"]
+    if with_dra:  # adopting another device plugin cannot stand in for DRA: refused either way
+        found = "; ".join(c["found"] for c in with_dra)
+        raise KgnError(
+            f"Refused to deploy the NVIDIA DRA driver next to another device plugin: {found} advertises nvidia.com/gpu "
+            f"on the cluster's GPU nodes, and the DRA kubelet plugin would publish the same GPUs in ResourceSlices, so "
+            f"one GPU could go to two pods (NVIDIA's chart refuses the same: the DRA driver \"cannot be deployed "
+            f"alongside the standard GPU device plugin on the same node\"). Choose one: turn that device plugin off "
+            f"({with_dra[0]['remove']}; NVIDIA's guide for the DRA driver with the GPU Operator installs the Operator "
+            f"with its device plugin disabled), then run again; or keep it and leave nvidia_dra out of "
+            f"gpu_sharing_stacks. gpu_sharing_stacks_existing_device_plugin: adopt does not apply to nvidia_dra. "
+            f"Nothing was changed (no manifest written, applied or deleted).")
     if p["existing_device_plugin"] == "refuse":
         raise KgnError("Refused to deploy a second device plugin: " + " | ".join(map(_conflict_text, conflicts))
                        + ". Nothing was changed (no manifest written, applied or deleted).")
@@ -913,6 +985,8 @@ def _template_plan(p):
     dp = _device_plugin(p) if "nvidia_device_plugin" in stacks else None
     secondary = _secondary(p, catalog) if stacks else {"enabled": False}
     own_scheduler = _hami(p) if "hami" in stacks else {"enabled": False}
+    # the API server's discovery is read by the module (finish_plan): until then the version's resource.k8s.io
+    dra_plan = dra.dra_plan(p, None) if "nvidia_dra" in stacks else {"enabled": False}
     return {
         "kubernetes_version": p["kubernetes_version"],
         "stacks": stacks,
@@ -931,15 +1005,16 @@ def _template_plan(p):
         "existing_device_plugin": p["existing_device_plugin"],
         "secondary": secondary,
         "hami": own_scheduler,
+        "dra": dra_plan,
         "samples": p["samples"],
         "labels": {"managed_by": dict(MANAGED_BY), "stack": STACK_LABEL},
-        "manifests": _manifest_list(p, dp, secondary) if stacks else [],
+        "manifests": _manifest_list(p, dp, secondary, dra_plan) if stacks else [],
         "files": [],
         "objects": [],
         "remove_files": [],
         "prune": [],
         "adopted": [],
-        "assumed": [],
+        "assumed": [dra_plan["assumed"]] if dra_plan.get("assumed") else [],
     }
 
 
@@ -961,6 +1036,14 @@ def finish_plan(plan, manifests, observed=None):
 
 def _finished(plan, p, observed):
     assumed = plan["assumed"]
+    served = (observed.get("api") or {}).get("served") if observed else None
+    if (plan.get("dra") or {}).get("enabled") and served is not None:
+        # what the API server's discovery serves: the version the templates rendered, or a refusal naming the gates
+        api = dra.resource_api(plan["kubernetes_version"], served.get(dra.RESOURCE_GROUP, []),
+                               plan["dra"]["resource_api"])
+        if plan["dra"].get("assumed") in assumed:
+            assumed.remove(plan["dra"]["assumed"])
+        plan["dra"]["assumed"] = api["assumed"]
     planned = plan["manifests"]
     objects = _desired_objects(p, planned)
     adopted = _adopted(p, observed.get("api") or {}, assumed) if observed else []
@@ -983,3 +1066,20 @@ def _finished(plan, p, observed):
         assumed.append(f"the files in {p['manifest_dir']} were not read: none is planned for removal")
     plan["prune"] = _prune(observed.get("api") or {}, objects, assumed)
     return plan
+
+
+def stacks_labelled(labels):
+    """The stacks whose selector labels a node carries (its labels as the API shows them): what it runs now."""
+    labels = labels or {}
+    return [name for name, entry in _CATALOG.items()
+            if entry["node_labels"] and all(labels.get(k) == v for k, v in entry["node_labels"].items())]
+
+
+def dra_switch(node, labels, wanted, pods, cluster_stacks):
+    """dra.switch_plan for a node as the API shows it: ``labels`` (the Node's labels: which stacks it runs now),
+    ``wanted`` (its gpu_sharing_stacks), ``pods`` (``kubectl get pods --field-selector spec.nodeName=<node> -o json``:
+    those that hold GPUs must leave first) and ``cluster_stacks`` (the control plane's gpu_sharing_stacks)."""
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig_gpu_pods
+
+    return dra.switch_plan(node, stacks_labelled(labels), _stack_list(wanted), mig_gpu_pods(pods),
+                           _stack_list(cluster_stacks))

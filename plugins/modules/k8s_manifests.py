@@ -25,9 +25,14 @@ description:
   - Before any change it lists every DaemonSet of the cluster and the GPU Operator's ClusterPolicies
     (C(clusterpolicies.nvidia.com); none when that CRD is not installed). An NVIDIA device plugin this project did not
     deploy (the GPU Operator's, a provider's managed add-on, one deployed by hand) while a chosen stack advertises the
-    same resource (nvidia_device_plugin, C(nvidia.com/gpu)) fails the module naming it and the choices, before
-    anything is written, applied or deleted; with C(existing_device_plugin=adopt) in O(settings) that stack's own
-    manifests are left out instead and RV(msg) names the device plugin kept.
+    same resource (nvidia_device_plugin, C(nvidia.com/gpu)) or hands out the same GPUs (nvidia_dra) fails the module
+    naming it and the choices, before anything is written, applied or deleted; with C(existing_device_plugin=adopt)
+    in O(settings) that stack's own manifests are left out instead (never nvidia_dra's) and RV(msg) names the device
+    plugin kept.
+  - Reads the API server's discovery (C(kubectl get --raw /apis)) once; the resource.k8s.io version it serves decides
+    whether nvidia_dra can be applied (refused, naming the feature gate and runtime-config to turn on, when the
+    version rendered is not served), and which kinds are listed for pruning (DeviceClasses and ResourceClaimTemplates
+    where resource.k8s.io is served, ValidatingAdmissionPolicies from Kubernetes 1.30).
   - When no API server answers (no kubectl, no kubeconfig, server down) or O(apply=false), the files are written,
     nothing is applied or removed in the cluster, and RV(msg) says C(NOT APPLIED) with the reason.
   - With O(render_dir) it contacts no host; it writes the manifests under
@@ -41,7 +46,8 @@ options:
       - The gpu_sharing_stacks settings, the input of the stacks plan; keys kubernetes_version, stacks, namespace,
         manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
         secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples,
-        existing_device_plugin.
+        existing_device_plugin, dra_compute_domains, dra_extended_resource, dra_feature_gates, dra_cdi_hook_path,
+        dra_resource_api, dra_mig_layouts.
     type: dict
     required: true
   manifests:
@@ -131,6 +137,7 @@ import os  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objects  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.dra import served_groups  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noqa: E402
     CLIENT_ARGS,
@@ -141,9 +148,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noq
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (  # noqa: E402
     MANAGED_BY,
-    PRUNED_RESOURCES,
     advertising_nvidia_gpu,
     finish_plan,
+    pruned_resources,
 )
 
 BACKUP = ".backup"
@@ -165,20 +172,34 @@ def manifest_files(folder):
     return found
 
 
-def read_api(kube):
-    """Whether the API server is ready, and every object labelled as this project's, with the custom objects of
-    the project's CRDs."""
+def read_served(kube):
+    """``{group: [versions]}`` the API server's discovery lists (``/apis``): which resource.k8s.io version the DRA
+    objects may use, and which kinds can be listed for pruning."""
+    rc, out, err = kube.run(["get", "--raw", "/apis"])
+    if rc != 0:
+        raise KgnError(f"reading the API server's discovery (/apis) failed: {first_line(rc, out, err)}")
+    return served_groups(out)
+
+
+def read_api(kube, kubernetes_version):
+    """Whether the API server is ready, what its discovery serves, and every object labelled as this project's, with
+    the custom objects of the project's CRDs."""
     ready, error = kube.ready()
     if not ready:
         return {"reachable": False, "error": error}
-    rc, out, err = kube.run(["get", ",".join(PRUNED_RESOURCES), "--all-namespaces", "-l", SELECTOR,
-                                       "--output=json"])
+    try:
+        served = read_served(kube)
+    except KgnError as err_:
+        return {"reachable": True, "error": str(err_), "objects": None}
+    kinds = pruned_resources(kubernetes_version, served)
+    rc, out, err = kube.run(["get", ",".join(kinds), "--all-namespaces", "-l", SELECTOR, "--output=json"])
     try:
         if rc != 0:
             raise KgnError(first_line(rc, out, err))
         objects = api_objects(out)
     except KgnError as err_:
-        return {"reachable": True, "error": f"listing the project's objects failed: {err_}", "objects": None}
+        return {"reachable": True, "error": f"listing the project's objects failed: {err_}", "objects": None,
+                "served": served}
     custom = {}
     for crd in (o for o in objects if o["kind"] == "CustomResourceDefinition" and o.get("crd")):
         resource = f"{crd['crd']['plural']}.{crd['crd']['group']}"
@@ -189,7 +210,7 @@ def read_api(kube):
             custom[crd["name"]] = {"objects": api_objects(out), "error": ""}
         except KgnError as err_:
             custom[crd["name"]] = {"objects": [], "error": str(err_)}
-    return {"reachable": True, "error": "", "objects": objects, "custom_objects": custom}
+    return {"reachable": True, "error": "", "objects": objects, "custom_objects": custom, "served": served}
 
 
 def read_components(kube):
@@ -215,7 +236,7 @@ def observe(kube, p, manifest_dir):
     observed = {"files": manifest_files(manifest_dir),
                 "api": {"reachable": None, "error": "apply is disabled (gpu_sharing_stacks_apply_enabled: false)"}}
     if p["apply"]:
-        observed["api"] = read_api(kube)
+        observed["api"] = read_api(kube, p["settings"].get("kubernetes_version"))
         # only a stack that advertises what every NVIDIA device plugin advertises can meet another one
         if observed["api"]["reachable"] and advertising_nvidia_gpu(p["settings"].get("stacks")):
             observed["api"]["components"] = read_components(kube)
@@ -277,7 +298,7 @@ def write_files(todo, manifest_dir):
 
 
 def live_state(kube, plan):
-    api = read_api(kube)
+    api = read_api(kube, plan.get("kubernetes_version"))
     if not api.get("reachable") or api.get("objects") is None:
         return {"reachable": bool(api.get("reachable")), "error": api.get("error"), "missing": [], "left": []}
     seen = {(o["group"], o["kind"], o["namespace"], o["name"]) for o in api["objects"]}

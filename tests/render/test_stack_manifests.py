@@ -11,6 +11,7 @@ serves are failures. Custom resources (the elastic-gpu samples) are validated ag
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -58,6 +59,25 @@ HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.23.17", "1.25.16", "1.29.10
 CONFIGS.update(HAMI)
 HOSTS.update({f"k{v.replace('.', '-')}-hami": (v, "hami") for v in HAMI_VERSIONS})
 HOSTS["k1-29-10-hami-mirror"] = ("1.29.10", "hami-mirror")
+# NVIDIA's DRA driver: every minor from 1.32 (beta) to the newest schemas; GPUs with ComputeDomains (the chart's
+# default), GPUs only with the sharing gates on, and the extended resource turned on where it is still opt-in.
+DRA = {"dra": {"gpu_sharing_stacks": ["nvidia_dra"], "gpu_sharing_stacks_samples_enabled": True},
+       "dra-shared": {"gpu_sharing_stacks": ["nvidia_dra"], "gpu_sharing_stacks_samples_enabled": True,
+                      "gpu_sharing_stacks_dra_compute_domains": False, "gpu_sharing_stacks_namespace": "gpu-system",
+                      "gpu_sharing_stacks_registry_mirror": "mirror.local:5000",
+                      "gpu_sharing_stacks_dra_feature_gates": {"TimeSlicingSettings": True, "MPSSupport": True}},
+       "dra-extended": {"gpu_sharing_stacks": ["nvidia_dra"], "gpu_sharing_stacks_dra_extended_resource": True}}
+DRA_VERSIONS = {"1.32.9": "v1beta1", "1.33.5": "v1beta2", "1.34.1": "v1", "1.35.0": "v1", "1.36.0": "v1",
+                NEWEST: "v1"}
+CONFIGS.update(DRA)
+DRA_SHARED_VERSIONS = ("1.32.9", "1.33.5", "1.35.0")
+HOSTS.update({f"k{v.replace('.', '-')}-dra": (v, "dra") for v in DRA_VERSIONS})
+HOSTS.update({f"k{v.replace('.', '-')}-dra-shared": (v, "dra-shared") for v in DRA_SHARED_VERSIONS})
+HOSTS["k1-34-1-dra-extended"] = ("1.34.1", "dra-extended")
+# The GPU nodes' MIG layouts the DRA samples read (not rendered themselves).
+GPU_NODES = {"gpu-a": {"nvidia_mig_layout": "all-1g.10gb"},
+             "gpu-b": {"nvidia_mig_layout": [{"devices": "all", "profiles": ["3g.40gb", "2g.20gb"]}]}}
+CHART = TOP / "tests" / "render" / "fixtures" / "dra-driver-nvidia-gpu-v0.4.1"
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +86,15 @@ def rendered(tmp_path_factory) -> Path:
     inventory = {"all": {"hosts": {host: {"kubernetes_version": v, **CONFIGS[c]} for host, (v, c) in HOSTS.items()},
                          # render_stacks.yml reads kube_control_plane: the managed hosts set the setting instead
                          "children": {"kube_control_plane": {"hosts": {h: None for h, (_, c) in HOSTS.items()
-                                                                       if c not in MANAGED}}}},
+                                                                       if c not in MANAGED}},
+                                      "gpu_nodes": {"hosts": GPU_NODES}}},
                  }
     for host, (_, config) in HOSTS.items():
         if config in MANAGED:
             inventory["all"]["hosts"][host]["gpu_sharing_stacks_secondary_scheduler"] = True
     (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    render_ok("-i", str(work / "inventory.yml"), "tests/render/render_stacks.yml", "-e", f"render_dir={work / 'out'}")
+    render_ok("-i", str(work / "inventory.yml"), "tests/render/render_stacks.yml", "-e", f"render_dir={work / 'out'}",
+              "--limit", "all:!gpu_nodes")
     return work / "out"
 
 
@@ -409,3 +431,104 @@ def test_bad_input_fails_before_anything_is_written(tmp_path):
     for host, (_, message) in BAD.items():
         assert message in " ".join(str(failures.get(host, "did not fail")).split()), (host, failures.get(host))
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.yml"))
+
+
+# --- NVIDIA's DRA driver -------------------------------------------------------------------------------------
+
+def _dra_hosts(config="dra"):
+    return [(f"k{v.replace('.', '-')}-{config}", v, api) for v, api in DRA_VERSIONS.items()
+            if config == "dra" or v in DRA_SHARED_VERSIONS]
+
+
+@pytest.mark.parametrize(("host", "version", "api"), _dra_hosts() + _dra_hosts("dra-shared"))
+def test_dra_objects_use_the_resource_api_version_of_their_kubernetes_minor(rendered, host, version, api):
+    docs = [d for _, d in _documents(rendered, host)]
+    resource = [d for d in docs if d["apiVersion"].startswith("resource.k8s.io/")]
+    assert {d["kind"] for d in resource} == {"DeviceClass", "ResourceClaimTemplate"}
+    assert {d["apiVersion"] for d in resource} == {f"resource.k8s.io/{api}"}
+    policies = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert [d["apiVersion"] for d in policies] == ["admissionregistration.k8s.io/v1"] * 2
+
+
+def _chart_cel() -> dict:
+    """The DeviceClass name -> CEL expression of the chart's templates (verbatim copies)."""
+    found = {}
+    for path in sorted(CHART.glob("deviceclass-*.yaml")):
+        text = path.read_text()
+        name = re.search(r"^  name: (\S+)$", text, re.M).group(1)
+        found[name] = re.search(r'^      expression: "(.*)"$', text, re.M).group(1)
+    return found
+
+
+@pytest.mark.parametrize("host", [h for h, _, _ in _dra_hosts()])
+def test_dra_device_classes_carry_the_charts_cel_exactly(rendered, host):
+    classes = {d["metadata"]["name"]: d for _, d in _documents(rendered, host) if d["kind"] == "DeviceClass"}
+    chart = _chart_cel()
+    assert set(classes) == set(chart) and len(chart) == 5
+    for name, doc in classes.items():
+        assert [s["cel"]["expression"] for s in doc["spec"]["selectors"]] == [chart[name]], name
+
+
+def test_dra_admission_policy_is_the_charts(rendered):
+    def chart(name: str, namespace: str) -> dict:
+        text = (CHART / name).read_text()
+        text = text.replace('{{ include "dra-driver-nvidia-gpu.name" . }}', "dra-driver-nvidia-gpu")
+        text = text.replace('{{ include "dra-driver-nvidia-gpu.namespace" . }}', namespace)
+        text = text.replace('{{ include "dra-driver-nvidia-gpu.serviceAccountName" . }}',
+                            "dra-driver-nvidia-gpu-service-account")
+        assert "{{" not in text, name
+        return yaml.safe_load(text)
+
+    for host, namespace in (("k1-34-1-dra", "kube-system"), ("k1-33-5-dra-shared", "gpu-system")):
+        for kind, name in (("ValidatingAdmissionPolicy", "validatingadmissionpolicy.yaml"),
+                           ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybinding.yaml")):
+            ours = _by_kind(rendered, host, kind, "resourceslices-policy-dra-driver-nvidia-gpu")
+            theirs = chart(name, namespace)
+            assert ours["spec"] == theirs["spec"] and ours["metadata"]["name"] == theirs["metadata"]["name"]
+
+
+@pytest.mark.parametrize(("host", "extended"), [
+    ("k1-34-1-dra", False), ("k1-35-0-dra", False), ("k1-36-0-dra", True), (f"k{NEWEST.replace('.', '-')}-dra", True),
+    ("k1-34-1-dra-extended", True), ("k1-33-5-dra", False)])
+def test_dra_maps_nvidia_gpu_where_kep_5004_is_on(rendered, host, extended):
+    gpu_class = _by_kind(rendered, host, "DeviceClass", "gpu.nvidia.com")
+    assert (gpu_class["spec"].get("extendedResourceName") == "nvidia.com/gpu") is extended
+    pods = [d["metadata"]["name"] for _, d in _documents(rendered, host) if d["kind"] == "Pod"]
+    assert ("dra-extended-resource-pod" in pods) is (extended and host.endswith("-dra"))
+
+
+def test_dra_parts_gates_and_node_selection(rendered):
+    full = {(d["kind"], d["metadata"]["name"]) for _, d in _documents(rendered, "k1-34-1-dra")}
+    assert {("Deployment", "dra-driver-nvidia-gpu-controller"),
+            ("CustomResourceDefinition", "computedomains.resource.nvidia.com")} <= full
+    plugin = _by_kind(rendered, "k1-34-1-dra", "DaemonSet", "dra-driver-nvidia-gpu-kubelet-plugin")
+    pod = plugin["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["compute-domains", "gpus"]
+    assert pod["nodeSelector"] == {"kube-gpu-nodes.io/nvidia-dra": "true"}
+    assert pod["containers"][1]["image"] == "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    shared = {(d["kind"], d["metadata"]["name"]): d for _, d in _documents(rendered, "k1-35-0-dra-shared")}
+    assert ("Deployment", "dra-driver-nvidia-gpu-controller") not in shared
+    assert not [k for k in shared if k[0] == "CustomResourceDefinition"]
+    gpus = shared[("DaemonSet", "dra-driver-nvidia-gpu-kubelet-plugin")]["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in gpus] == ["gpus"]
+    assert {e["name"]: e.get("value") for e in gpus[0]["env"]}["FEATURE_GATES"] == \
+        "MPSSupport=true,TimeSlicingSettings=true,"
+    assert gpus[0]["image"] == "mirror.local:5000/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    role = shared[("Role", "dra-driver-nvidia-gpu-role-kubeletplugin")]
+    assert {"apiGroups": ["apps"], "resources": ["deployments"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]} in role["rules"]
+
+
+def test_dra_samples_cover_whole_gpus_the_mig_layouts_and_sharing(rendered):
+    names = [d["metadata"]["name"] for _, d in _documents(rendered, "k1-35-0-dra-shared")
+             if d["kind"] == "ResourceClaimTemplate"]
+    assert names == ["dra-gpu", "dra-mig-1g-10gb", "dra-mig-2g-20gb", "dra-mig-3g-40gb", "dra-time-slicing",
+                     "dra-mps"]
+    plain = [d["metadata"]["name"] for _, d in _documents(rendered, "k1-35-0-dra")
+             if d["kind"] == "ResourceClaimTemplate"]
+    assert "dra-mps" not in plain and "dra-time-slicing" not in plain  # their driver gates are off
+    mps = _by_kind(rendered, "k1-32-9-dra-shared", "ResourceClaimTemplate", "dra-mps")["spec"]["spec"]["devices"]
+    assert mps["requests"] == [{"name": "mps-gpu", "deviceClassName": "gpu.nvidia.com"}]  # v1beta1's shape
+    assert mps["config"][0]["opaque"]["parameters"]["sharing"]["strategy"] == "MPS"
+    pod = _by_kind(rendered, "k1-32-9-dra-shared", "Pod", "dra-mps-pod")["spec"]
+    assert [c["resources"]["claims"] for c in pod["containers"]] == [[{"name": "dra-mps", "request": "mps-gpu"}]] * 2

@@ -102,7 +102,9 @@ def test_every_extender_is_accepted_by_the_scheduler_config_filter(stack, versio
 
 def test_catalog_lists_every_stack_with_selector_labels():
     catalog = stack_catalog()
-    assert tuple(catalog) == STACKS == ("nvidia_device_plugin", "gpushare", "nano_gpu", "elastic_gpu", "hami")
+    assert tuple(catalog) == STACKS == ("nvidia_device_plugin", "gpushare", "nano_gpu", "elastic_gpu", "hami",
+                                        "nvidia_dra")
+    assert catalog["nvidia_dra"]["node_labels"] == {"kube-gpu-nodes.io/nvidia-dra": "true"}
     assert catalog["gpushare"]["node_labels"] == {"gpushare": "true"}
     assert catalog["elastic_gpu"]["node_labels"] == {"gpu-node": "true"}
     assert catalog["gpushare"]["service"]["node_port"] == 32766
