@@ -46,7 +46,8 @@ step "setup: python venv and collections" bash scripts/setup.sh || finish
 source .venv/bin/activate
 
 pytest_run() {  # pytest exits 5 when it collects nothing, which is a failure here too
-  pytest -q -p no:cacheprovider "$@"
+  # one worker per core (pytest-xdist); a file's tests stay on one worker, so its module fixtures run once
+  pytest -q -p no:cacheprovider -n auto --dist loadfile "$@"
 }
 
 lint() {
@@ -94,10 +95,12 @@ compat() {
         | grep -E "^\[(WARNING|ERROR)\]"; then exit 1; fi'
   # molecule/ is left out: its scenarios run on 2.19 only
   step "compat 2.16: lint: ansible-lint (production profile)" "${env216[@]}" ansible-lint --offline -q --exclude molecule/
-  step "compat 2.16: unit: pytest tests/unit" "${env216[@]}" pytest -q -p no:cacheprovider tests/unit
+  step "compat 2.16: unit: pytest tests/unit" "${env216[@]}" pytest -q -p no:cacheprovider -n auto --dist loadfile \
+    tests/unit
   # every render test but the lab's (Debian nodes, rendered on 2.19; the example inventories render here): the
   # four compat steps stay under four minutes
-  step "compat 2.16: render: pytest tests/render" "${env216[@]}" pytest -q -p no:cacheprovider tests/render \
+  step "compat 2.16: render: pytest tests/render" "${env216[@]}" pytest -q -p no:cacheprovider -n auto --dist loadfile \
+    tests/render \
     --ignore=tests/render/test_render_playbook.py
 }
 

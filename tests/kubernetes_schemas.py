@@ -11,6 +11,7 @@ Shared by the render tests (tests/ is on their import path through tests/conftes
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import subprocess
@@ -39,6 +40,14 @@ def old_schemas() -> Path:
     if marker.exists():
         return CACHE / "schemas"
     CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:  # pytest-xdist workers: one fetches, the others wait for it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            _fetch_old_schemas(marker)
+    return CACHE / "schemas"
+
+
+def _fetch_old_schemas(marker: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:",
                     f"kubernetes-validate=={OLD_VALIDATE}", "-d", str(CACHE)], check=True, timeout=600)
     sdist = CACHE / f"kubernetes-validate-{OLD_VALIDATE}.tar.gz"
@@ -51,7 +60,6 @@ def old_schemas() -> Path:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(tar.extractfile(member).read())
     assert marker.exists(), f"kubernetes-validate {OLD_VALIDATE} sdist has no strict 1.24 schemas"
-    return CACHE / "schemas"
 
 
 def validate_old(doc: dict, version: str) -> None:

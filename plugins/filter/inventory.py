@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, dra, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, dra, runtime, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
@@ -83,16 +83,18 @@ def _dra_problems(hostvars, stacks_by_node: dict) -> list[str]:
         if "nvidia_dra" not in (chosen or []):
             continue
         hv = hostvars[host]
-        observed = hv.get("kgn_observed_container_runtime") or {}
+        observed = hv.get("kgn_observed_container_runtime")
         try:
-            # FALLBACK (dra.inventory_runtime_mode) until the runtime section of the host plan says runtime_mode
-            mode = dra.inventory_runtime_mode(hv.get("nvidia_container_runtime_mode", "auto"),
-                                              hv.get("container_runtime", "auto"),
-                                              observed.get("versions") if isinstance(observed, dict) else None,
-                                              hv.get("nvidia_container_toolkit_version", ""))
-        except KgnError as exc:
-            problems.append(f"{host}: {exc}")
-            continue
+            decided = runtime.runtime_mode({"mode": hv.get("nvidia_container_runtime_mode", "auto"),
+                                            "engine": hv.get("container_runtime", "auto"),
+                                            "kubernetes_version": hv.get("kubernetes_version"),
+                                            "toolkit_version": hv.get("nvidia_container_toolkit_version", "")},
+                                           observed if isinstance(observed, dict) else None)
+        except KgnError:
+            continue  # the runtime's own input checks say what is wrong with these settings
+        # an auto mode resting on assumed engine versions is the run's to decide on the node, not refused here
+        mode = None if decided["assumed"] and hv.get("nvidia_container_runtime_mode", "auto") == "auto" \
+            else decided["mode"]
         problems.extend(dra.node_problems(host, chosen, hv.get("kubernetes_version"), mode))
     return problems
 

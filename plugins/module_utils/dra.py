@@ -59,7 +59,7 @@ spec.extendedResourceName behind the DRAExtendedResource gate, alpha in 1.34, be
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor, parse_version
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
 RELEASE = "v0.4.1"
 COMMIT = "764900e7833798a1528bd52a2af3e1b2d5f7a616"
@@ -417,48 +417,6 @@ def sample_claims(api_version, gates=None, mig=None, extended=None):
 
 # --------------------------------------------------------------------------------------------------
 # The node: CDI and conflicts (validate play, before any host changes)
-
-# Engines that read CDI specs: containerd 1.7 (enable_cdi) and 2.x (on by default), CRI-O, Docker 25 with
-# features.cdi; the toolkit writes CDI specs from 1.14 (nvidia-ctk cdi generate in production use).
-CDI_MIN = {"containerd": (1, 7, 0), "docker": (25, 0, 0), "crio": (0, 0, 0)}
-TOOLKIT_CDI_MIN = (1, 14, 0)
-
-
-def inventory_runtime_mode(mode, engine, versions=None, toolkit_version=""):
-    """FALLBACK until the runtime section of the host plan carries ``runtime_mode`` (cdi | legacy), decided by one
-    function in module_utils/runtime.py: the node's runtime mode from what the inventory says, for the validate
-    play. ``mode``: nvidia_container_runtime_mode (auto, cdi, legacy; "" = auto). ``engine``: container_runtime
-    (auto, docker, containerd, crio). ``versions``: the engine versions a run recorded
-    (kgn_observed_container_runtime.versions). ``toolkit_version``: nvidia_container_toolkit_version.
-
-    Returns "cdi", "legacy", or None when the inventory does not tell (auto with an unknown engine or version):
-    then nothing is refused here and the run's own plan decides. The rule for auto: containerd >= 1.7, CRI-O, or
-    Docker >= 25, each with toolkit >= 1.14."""
-    mode = (mode or "auto").strip().lower() if isinstance(mode, str) else mode
-    if mode in ("cdi", "legacy"):
-        return mode
-    if mode != "auto":
-        raise KgnError(f"nvidia_container_runtime_mode must be auto, cdi or legacy, got {mode!r}")
-    versions = versions or {}
-    if toolkit_version:
-        try:
-            if parse_version(str(toolkit_version), "nvidia_container_toolkit_version") < TOOLKIT_CDI_MIN:
-                return "legacy"
-        except KgnError:
-            return None
-    engines = [engine] if engine in CDI_MIN else [e for e in CDI_MIN if versions.get(e)]
-    if len(engines) != 1:
-        return None
-    found = versions.get(engines[0])
-    if engines[0] == "crio":
-        return "cdi"
-    if not found:
-        return None
-    try:
-        return "cdi" if parse_version(str(found), engines[0] + " version") >= CDI_MIN[engines[0]] else "legacy"
-    except KgnError:
-        return None
-
 
 def cdi_problems(node, runtime_mode):
     """The refusal for a DRA node whose runtime will not have CDI on (``runtime_mode``: cdi, legacy, or None when

@@ -34,6 +34,10 @@ options:
     description: A label selector applied to every resource listed.
     type: str
     default: ""
+  field_selector:
+    description: A field selector applied to every resource listed (V(spec.nodeName=gpu1) for one node's pods).
+    type: str
+    default: ""
 author: kube-gpu-nodes
 """
 
@@ -80,14 +84,15 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl, not_served  # noqa: E402
 
 
-def read(kube, resources, raw, selector):
+def read(kube, resources, raw, selector, field_selector=""):
     reachable, error = kube.ready()
     answer = {"reachable": reachable, "error": error, "resources": {}, "raw": {}}
     if not reachable:
         return answer
     for resource in resources:
         try:
-            listed = kube.get(resource, all_namespaces=True, selector=selector or None)
+            listed = kube.get(resource, all_namespaces=True, selector=selector or None,
+                              field_selector=field_selector or None)
             answer["resources"][resource] = {"served": True, "error": "",
                                              "items": [slim(i) for i in listed.get("items") or []]}
         except KgnError as err:
@@ -110,11 +115,12 @@ def main():
             "resources": {"type": "list", "elements": "str", "default": []},
             "raw": {"type": "list", "elements": "str", "default": []},
             "selector": {"type": "str", "default": ""},
+            "field_selector": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     p = module.params
-    answer = read(Kubectl(module), p["resources"], p["raw"], p["selector"])
+    answer = read(Kubectl(module), p["resources"], p["raw"], p["selector"], p["field_selector"])
     module.exit_json(changed=False, api_host=p["api_host"], **answer)
 
 

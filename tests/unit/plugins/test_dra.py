@@ -156,21 +156,24 @@ def test_samples_follow_the_mig_layouts_and_the_sharing_gates():
 
 # --- the node: CDI, conflicts, the switch ------------------------------------------------------------------
 
-@pytest.mark.parametrize(("mode", "engine", "versions", "toolkit", "expected"), [
-    ("cdi", "auto", None, "", "cdi"),
-    ("legacy", "containerd", {"containerd": "2.1.4"}, "", "legacy"),
-    ("auto", "containerd", {"containerd": "1.7.24"}, "1.17.8", "cdi"),
-    ("auto", "containerd", {"containerd": "1.6.20"}, "", "legacy"),
-    ("auto", "docker", {"docker": "24.0.7"}, "", "legacy"),
-    ("auto", "docker", {"docker": "28.5.2"}, "1.17.8", "cdi"),
-    ("auto", "docker", {"docker": "28.5.2"}, "1.13.5", "legacy"),
-    ("auto", "crio", {}, "", "cdi"),
-    ("auto", "auto", {"containerd": "1.7.24"}, "", "cdi"),
-    ("auto", "auto", {}, "", None),
-    ("auto", "containerd", {}, "", None),
+@pytest.mark.parametrize(("mode", "engine", "versions", "expected"), [
+    ("cdi", "auto", None, []),
+    ("legacy", "containerd", {"containerd": "2.1.4"}, ["gpu1: nvidia_dra needs CDI"]),
+    ("auto", "containerd", {"containerd": "2.1.4"}, []),
+    ("auto", "docker", {"docker": "24.0.7"}, ["gpu1: nvidia_dra needs CDI"]),
+    ("auto", "auto", None, []),  # assumed versions: the node's own run decides
 ])
-def test_the_inventory_fallback_tells_the_runtime_mode_when_it_can(mode, engine, versions, toolkit, expected):
-    assert dra.inventory_runtime_mode(mode, engine, versions, toolkit) == expected
+def test_the_validate_play_refuses_dra_where_the_runtime_mode_is_legacy(mode, engine, versions, expected):
+    """The mode comes from the runtime's one decision (runtime.runtime_mode), fed with the inventory and what a
+    run recorded."""
+    from ansible_collections.kgn.gpu_nodes.plugins.filter import inventory
+    hostvars = {"gpu1": {"kubernetes_version": "1.34.1", "nvidia_container_runtime_mode": mode,
+                         "container_runtime": engine, "nvidia_container_toolkit_version": "1.20.0",
+                         "kgn_observed_container_runtime":
+                             {"versions": versions, "cri_dockerd": True} if versions else None}}
+    found = inventory._dra_problems(hostvars, {"gpu1": ["nvidia_dra"]})
+    assert len(found) == len(expected)
+    assert [p[:len(e)] for p, e in zip(found, expected, strict=True)] == expected
 
 
 def test_a_node_without_cdi_is_refused_naming_what_to_set():
