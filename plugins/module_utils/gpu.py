@@ -70,9 +70,9 @@ def parse_nvidia_smi_xml(text):
         # nvidia-smi prints a DOCTYPE with a SYSTEM DTD; ElementTree never fetches it.
         root = ET.fromstring((text or "").strip())
     except ET.ParseError as err:
-        raise GpuParseError("nvidia-smi -q -x output is not XML: {}".format(err)) from None
+        raise GpuParseError(f"nvidia-smi -q -x output is not XML: {err}") from None
     if root.tag != "nvidia_smi_log":
-        raise GpuParseError("nvidia-smi -q -x output has root <{}>, expected <nvidia_smi_log>".format(root.tag))
+        raise GpuParseError(f"nvidia-smi -q -x output has root <{root.tag}>, expected <nvidia_smi_log>")
     gpus = []
     for index, gpu in enumerate(root.findall("gpu")):
         devices = _mig_devices(gpu)
@@ -120,7 +120,7 @@ def parse_query_csv(text, fields=QUERY_FIELDS):
             continue
         values = [v.strip() for v in line.split(",")]
         if len(values) != len(fields):
-            raise GpuParseError("nvidia-smi --query-gpu printed {!r}, not {} values".format(line, len(fields)))
+            raise GpuParseError(f"nvidia-smi --query-gpu printed {line!r}, not {len(fields)} values")
         rows.append({f: (None if v in _NA else v) for f, v in zip(fields, values)})
     return rows
 
@@ -188,7 +188,9 @@ def parse_lspci(text):
     found = []
     for line in (text or "").splitlines():
         match = _LSPCI_RE.match(line.strip())
-        if not match or match.group("vendor").lower() != NVIDIA_PCI_VENDOR or match.group("class") not in GPU_PCI_CLASSES:
+        if not match or match.group("vendor").lower() != NVIDIA_PCI_VENDOR:
+            continue
+        if match.group("class") not in GPU_PCI_CLASSES:
             continue
         desc = match.group("desc").replace("NVIDIA Corporation", "").strip()
         # lspci names the chip and, in brackets, the marketing name: "TU104GL [Tesla T4]".
@@ -272,21 +274,20 @@ def gather(module, nvidia_smi="nvidia-smi", lspci="lspci", use_lspci=True):
             try:
                 facts = parse_nvidia_smi_xml(out)
             except GpuParseError as exc:
-                reason = "nvidia-smi: {}".format(exc)
+                reason = f"nvidia-smi: {exc}"
         else:
             # nvidia-smi prints its diagnosis on stdout ("NVIDIA-SMI has failed because ...").
-            reason = "nvidia-smi: {}".format(first_line(out) or first_line(err) or "exit code {}".format(rc))
+            reason = "nvidia-smi: {}".format(first_line(out) or first_line(err) or f"exit code {rc}")
     else:
-        reason = "nvidia-smi: {} not found (no NVIDIA driver utilities installed)".format(nvidia_smi)
+        reason = f"nvidia-smi: {nvidia_smi} not found (no NVIDIA driver utilities installed)"
     if facts is not None:
         if any(not g["compute_capability"] for g in facts["gpus"]):
             rc, out, _ = host.run(module, [smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader"],
                                   timeout=60)
-            if rc == 0:
-                try:
-                    add_compute_capability(facts, parse_query_csv(out))
-                except GpuParseError:
-                    pass
+            try:
+                add_compute_capability(facts, parse_query_csv(out) if rc == 0 else [])
+            except GpuParseError:
+                facts["compute_capability_error"] = first_line(out)
     else:
         gpus, problem = None, None
         if not use_lspci:
@@ -296,10 +297,10 @@ def gather(module, nvidia_smi="nvidia-smi", lspci="lspci", use_lspci=True):
         else:
             rc, out, err = host.run(module, [module.get_bin_path(lspci), "-nn"], timeout=30)
             if rc != 0:
-                problem = "lspci: {}".format(first_line(err or out) or "exit code {}".format(rc))
+                problem = "lspci: {}".format(first_line(err or out) or f"exit code {rc}")
             else:
                 gpus = parse_lspci(out)
-        facts = no_driver_result("{}; {}".format(reason, problem) if problem else reason, gpus)
+        facts = no_driver_result(f"{reason}; {problem}" if problem else reason, gpus)
     add_known_compute_capability(facts)
     facts["kernel_module"] = read_kernel_module(module)
     return facts

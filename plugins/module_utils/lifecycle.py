@@ -95,7 +95,7 @@ def parse_date(value):
     text = str(value or "")
     found = re.match(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$", text)
     if not found:
-        raise ValueError("not a date: {!r}".format(value))
+        raise ValueError(f"not a date: {value!r}")
     year, month = int(found.group(1)), int(found.group(2))
     if found.group(3):
         return datetime.date(year, month, int(found.group(3)))
@@ -141,7 +141,7 @@ def os_lifecycle(os_release, today=None):
         return result
     result["status"] = "eol"
     current = ", ".join("{} {}".format(family["name"], m) for m in result["current"]) or "none listed"
-    after = (" ({} until {})".format(extended, until) if until and parse_date(until) >= day else
+    after = (f" ({extended} until {until})" if until and parse_date(until) >= day else
              " (no vendor support left)" if not until or parse_date(until) < day else "")
     result["message"] = ("{} {} is past its end of life since {}{}, per {}; current releases: {}. It keeps working "
                          "as it did").format(family["name"], major, eol, after, family["source"], current)

@@ -40,7 +40,8 @@ mode is current; only then can GPU and compute instances be created.
 import itertools
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, nvidia
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as smi
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import nvidia
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 STRATEGIES = ("none", "single", "mixed")
@@ -189,9 +190,9 @@ def parse_query_xml(text):
     mig_devices: [{index, gi, ci, memory_total_mib}], processes: [{pid, name}]}]: the MIG view of the one
     parser of that XML, gpu.parse_nvidia_smi_xml."""
     try:
-        facts = gpu.parse_nvidia_smi_xml(text)
-    except gpu.GpuParseError as err:
-        raise KgnError("{}; check that the driver answers".format(err)) from None
+        facts = smi.parse_nvidia_smi_xml(text)
+    except smi.GpuParseError as err:
+        raise KgnError(f"{err}; check that the driver answers") from None
     return [{"index": g["index"], "pci_bus_id": g["pci_bus_id"], "product_name": g["product_name"] or "",
              "memory_total_mib": g["memory_total_mib"], "mig_current": g["mig_mode_current"],
              "mig_pending": g["mig_mode_pending"], "mig_devices": g["mig_devices"], "processes": g["processes"]}

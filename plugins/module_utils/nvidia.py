@@ -407,7 +407,8 @@ def nvidia_branch_supports_gpu(branch: object, gpu: object, kernel_module: str =
     if first is not None and major < first:
         problems.append(f"{product} (compute capability {info['compute_capability']}) needs R{first} or newer")
     if kernel_module == "proprietary" and major > PROPRIETARY_LAST_BRANCH:
-        problems.append(f"R{major} has no proprietary kernel modules (R{PROPRIETARY_LAST_BRANCH} is the last with them)")
+        problems.append(f"R{major} has no proprietary kernel modules (R{PROPRIETARY_LAST_BRANCH} is the last "
+                        "with them)")
     if kernel_module == "open":
         if not info.get("open_modules_supported", False):
             problems.append(f"open kernel modules need Turing or newer (GSP); {arch} needs the proprietary modules")
