@@ -104,13 +104,15 @@ options:
     type: str
     default: https://developer.download.nvidia.com/compute/cuda/repos
   cuda_repo_key:
-    description: Signing key file of the apt repository.
+    description: Signing key file of the apt repository; empty takes the platform's (V(3bf863cc.pub)).
     type: str
-    default: 3bf863cc.pub
+    default: ''
   cuda_repo_key_rpm:
-    description: Signing key file of the rpm repository.
+    description:
+      - Signing key file of the rpm repository; empty takes the platform's (V(D42D0685.pub) on EL 7 to 9,
+        V(CDF6BA43.pub) on EL 10).
     type: str
-    default: D42D0685.pub
+    default: ''
   runfile_url:
     description: http(s) URL of the .run installer (the role downloads it to C(/var/tmp)).
     type: str
@@ -850,8 +852,8 @@ def main():
             "ubuntu_mirror": {"type": "str", "default": "http://archive.ubuntu.com/ubuntu"},
             "ubuntu_security_mirror": {"type": "str", "default": "http://security.ubuntu.com/ubuntu"},
             "cuda_repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
-            "cuda_repo_key": {"type": "str", "default": "3bf863cc.pub"},
-            "cuda_repo_key_rpm": {"type": "str", "default": "D42D0685.pub"},
+            "cuda_repo_key": {"type": "str", "default": ""},
+            "cuda_repo_key_rpm": {"type": "str", "default": ""},
             "runfile_url": {"type": "str", "default": ""},
             "runfile_path": {"type": "str", "default": ""},
             "runfile_extra_args": {"type": "list", "elements": "str", "default": []},
