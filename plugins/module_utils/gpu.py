@@ -113,10 +113,13 @@ def parse_nvidia_smi_xml(text):
 
 
 def parse_query_csv(text, fields=QUERY_FIELDS):
-    """``nvidia-smi --query-gpu=<fields> --format=csv,noheader`` -> one {field: value} per GPU ("[N/A]" -> None)."""
+    """``nvidia-smi --query-gpu=<fields> --format=csv[,noheader]`` -> one {field: value} per GPU, in GPU order
+    ("[N/A]" -> None); the header line of ``--format=csv`` ("name, ..., memory.total [MiB], ...") is skipped."""
     rows = []
     for line in (text or "").splitlines():
         if not line.strip():
+            continue
+        if not rows and line.split(",")[0].strip() == fields[0]:
             continue
         values = [v.strip() for v in line.split(",")]
         if len(values) != len(fields):
@@ -126,13 +129,15 @@ def parse_query_csv(text, fields=QUERY_FIELDS):
 
 
 def add_compute_capability(facts, rows):
-    """Fill each GPU's missing compute capability from parse_query_csv rows (matched by UUID, else index)."""
+    """Fill each GPU's missing compute capability from parse_query_csv rows (matched by UUID, else index, else
+    position)."""
     by_uuid = {r.get("uuid"): r for r in rows if r.get("uuid")}
-    by_index = {r.get("index"): r for r in rows}
-    for gpu in facts.get("gpus") or []:
+    by_index = {r.get("index"): r for r in rows if r.get("index") is not None}
+    for position, gpu in enumerate(facts.get("gpus") or []):
         if gpu.get("compute_capability"):
             continue
-        row = by_uuid.get(gpu.get("uuid")) or by_index.get(str(gpu.get("index")))
+        row = (by_uuid.get(gpu.get("uuid")) or by_index.get(str(gpu.get("index")))
+               or (rows[position] if position < len(rows) and not by_index else None))
         if row and row.get("compute_cap"):
             gpu["compute_capability"] = row["compute_cap"]
             gpu["compute_capability_source"] = "nvidia-smi --query-gpu=compute_cap"
