@@ -388,3 +388,12 @@ def test_a_render_with_the_recorded_node_sends_only_what_differs():
 def test_labels_plan_refuses_malformed_input(inputs, observed, message):
     with pytest.raises(KgnError, match=message):
         labels_plan(inputs, observed)
+
+
+def test_the_driver_flavour_label_is_what_the_node_says():
+    h100 = {"gpu_present": True, "gpus": [{"product_name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}],
+            "kernel_module": {"version": "580.159.04", "flavour": "open", "source": "/proc/driver/nvidia/version"}}
+    assert node_labels(h100)["kube-gpu-nodes.io/driver.kernel-module"] == "open"
+    # the node does not say (no module loaded, modinfo silent): no label, never an assumed one
+    unknown = {**h100, "kernel_module": {"version": "", "flavour": "", "source": ""}}
+    assert "kube-gpu-nodes.io/driver.kernel-module" not in node_labels(unknown)
