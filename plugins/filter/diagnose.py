@@ -26,7 +26,7 @@ import re
 import string
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import nvidia, verify
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 STATUSES = ("ok", "warn", "failed", "skipped", "pending")
@@ -91,14 +91,9 @@ def _need_dict(value, what):
 
 
 def _version_matches(found, pinned):
-    """True when ``found`` (535.309.01 or a Debian version 1:535.309.01-1~deb12u1) is the pinned one."""
-    if not pinned:
-        return True
-    if not found:
-        return False
-    found, pinned = str(found).split(":", 1)[-1], str(pinned)  # drop a Debian epoch
-    # a branch pin ("535") matches any 535.x; a full pin matches its Debian revisions (-1~deb12u1)
-    return found == pinned or found.startswith((pinned + "-", pinned + "~", pinned + "."))
+    """True when ``found`` (535.309.01 or a Debian version 1:535.309.01-1~deb12u1) is the pinned one: the rule the
+    driver plan uses too (nvidia.driver_version_matches)."""
+    return nvidia.driver_version_matches(found, pinned)
 
 
 # --- GPU node checks -------------------------------------------------------------------------
