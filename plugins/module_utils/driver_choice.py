@@ -106,10 +106,12 @@ def choose_branch(requested, version, offered, needs, installed="", today=None):
     elif drivable:
         branch, how = drivable[-1], "auto (no branch the source offers is still supported by NVIDIA)"
     else:
-        words = _gpu_words(needs, offered[-1]) if offered else ""
+        words = "; ".join(sorted({w for w in (_gpu_words(needs, b) for b in offered[:1] + offered[-1:]) if w}))
+        older = bool(offered) and needs["last"] is not None and needs["last"] < int(offered[0])
+        hint = ("a source that carries an older branch (nvidia_driver_source=distro, or a CUDA repository of an "
+                "older release)" if older else "a source that carries a newer branch (nvidia_driver_source=cuda_repo)")
         raise _fail(f"nvidia_driver_branch=auto: no branch the source offers ({', '.join(offered) or 'none'}) drives "
-                    f"this node's GPUs{': ' + words if words else ''}. Use a source that carries a newer branch "
-                    "(nvidia_driver_source=cuda_repo) or set nvidia_driver_branch")
+                    f"this node's GPUs{': ' + words if words else ''}. Use {hint}, or set nvidia_driver_branch")
     if how in ("asked", "version") and needs["gpus"] and not _drives(branch, needs):
         also = "" if how == "asked" else " and nvidia_driver_version to match"
         raise _fail(f"nvidia_driver_branch {branch} cannot drive this node's GPUs: {_gpu_words(needs, branch)}. Set "

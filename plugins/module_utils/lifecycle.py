@@ -33,6 +33,7 @@ OS_RELEASES = {
                      "22": ("2027-04-01", "2032-04-09", "Ubuntu Pro ESM"),
                      "24": ("2029-05-31", "2036-05-31", "Ubuntu Pro ESM"),
                      "26": ("2031-04-30", "2036-04-30", "Ubuntu Pro ESM")},
+        "names": {"20": "20.04 LTS", "22": "22.04 LTS", "24": "24.04 LTS", "26": "26.04 LTS"},
     },
     "rhel": {
         "name": "Red Hat Enterprise Linux",
@@ -47,6 +48,8 @@ OS_RELEASES = {
         "source": "https://blog.centos.org/2023/04/end-dates-are-coming-for-centos-stream-8-and-centos-linux-7/",
         "releases": {"7": ("2024-06-30", "", ""),
                      "8": ("2021-12-31", "", "")},
+        # CentOS Linux has no current release: its users moved to CentOS Stream, RHEL and its rebuilds
+        "successors": "none (CentOS Linux ended; RHEL, Rocky Linux and AlmaLinux 9 and 10 carry on)",
     },
     "rocky": {
         "name": "Rocky Linux",
@@ -140,11 +143,12 @@ def os_lifecycle(os_release, today=None):
         result["status"] = "supported"
         return result
     result["status"] = "eol"
-    current = ", ".join("{} {}".format(family["name"], m) for m in result["current"]) or "none listed"
-    after = (f" ({extended} until {until})" if until and parse_date(until) >= day else
-             " (no vendor support left)" if not until or parse_date(until) < day else "")
-    result["message"] = ("{} {} is past its end of life since {}{}, per {}; current releases: {}. It keeps working "
-                         "as it did").format(family["name"], major, eol, after, family["source"], current)
+    names = family.get("names") or {}
+    current = (", ".join(f"{family['name']} {names.get(m, m)}" for m in result["current"])
+               or family.get("successors") or "none")
+    after = f" ({extended} until {until})" if until and parse_date(until) >= day else " (no vendor support left)"
+    result["message"] = (f"{family['name']} {names.get(major, major)} is past its end of life since {eol}{after}, per "
+                         f"{family['source']}; current releases: {current}. It keeps working as it did")
     return result
 
 

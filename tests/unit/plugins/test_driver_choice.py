@@ -32,7 +32,7 @@ GPUS = {"T4": "Tesla T4", "V100": "Tesla V100-SXM2-16GB", "A100": "NVIDIA A100-S
 
 def choose(os_name, gpus, source="distro", **inputs):
     observed = {"os": OS[os_name], "gpu": {"gpus": [{"product_name": GPUS[g]} for g in gpus]}}
-    return kd.driver_plan({**INPUTS, "source": source, **inputs}, observed)
+    return kd.driver_plan({**INPUTS, "source": inputs.pop("source", source), **inputs}, observed)
 
 
 # (OS, source, GPU) -> (branch, flavour): the newest branch NVIDIA supports that the source offers and that
@@ -90,6 +90,10 @@ def test_auto_keeps_the_installed_branch_that_drives_the_gpus():
     # an explicit branch newer than Volta's last
     ("Ubuntu 24.04", ["V100"], {"branch": "595"}, r"Tesla V100-SXM2-16GB \(Volta\) are supported up to R580, the last "
                                                   r"branch for them"),
+    # a source whose oldest branch is newer than the GPU's last: the hint points at older branches
+    ("Ubuntu 26.04", ["V100"], {"source": "cuda_repo"}, r"no branch the source offers \(595, 610, 620\) drives this "
+                                                       r"node's GPUs: Tesla V100-SXM2-16GB \(Volta\) are supported up "
+                                                       r"to R580.*Use a source that carries an older branch"),
     # the flavour the wrong way round, naming the GPU
     ("Ubuntu 24.04", ["V100"], {"branch": "580", "kernel_module": "open"},
      r"kernel_module=open cannot drive Tesla V100-SXM2-16GB \(Volta\): the open kernel modules need Turing"),
@@ -170,11 +174,12 @@ def test_an_eol_os_says_the_date_the_source_and_the_current_releases():
     state = lifecycle.os_lifecycle({"id": "ubuntu", "version_id": "20.04"}, TODAY)
     assert state["current"] == ["22", "24", "26"]
     assert state["message"] == (
-        "Ubuntu 20 is past its end of life since 2025-05-31 (Ubuntu Pro ESM until 2030-04-02), per "
-        "https://ubuntu.com/about/release-cycle; current releases: Ubuntu 22, Ubuntu 24, Ubuntu 26. It keeps working "
-        "as it did")
+        "Ubuntu 20.04 LTS is past its end of life since 2025-05-31 (Ubuntu Pro ESM until 2030-04-02), per "
+        "https://ubuntu.com/about/release-cycle; current releases: Ubuntu 22.04 LTS, Ubuntu 24.04 LTS, Ubuntu 26.04 "
+        "LTS. It keeps working as it did")
     centos = lifecycle.os_lifecycle({"id": "centos", "version_id": "7"}, TODAY)
     assert "(no vendor support left)" in centos["message"] and centos["current"] == []
+    assert "current releases: none (CentOS Linux ended; RHEL, Rocky Linux and AlmaLinux" in centos["message"]
     # the plan of an EOL node still works and carries the warning
     plan = kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "460"}, {"os": OS["CentOS 7"]})
     assert plan["os_lifecycle"]["status"] == "eol" and plan["warnings"][0].startswith("CentOS Linux 7 is past")
