@@ -136,7 +136,7 @@ _EL7 = {**_redhat("rhel7", "410"), "dnf_module_stream": None,
 # \*nvidia\*580\*" then "dnf install nvidia-open"; the repository is signed with CDF6BA43.pub (NVIDIA's
 # gpu-driver-container rhel10/Dockerfile at 06a208ca checks it against a pinned SHA-256). dnf on RHEL 10 is
 # DNF 4 (NVIDIA's "Version locking" page). Planned and rendered here; never run on a real EL 10 host.
-_EL10 = {**_redhat("rhel10", "575", "CDF6BA43.pub"), "dnf_module_stream": None, "branch_lock": "*nvidia*{branch}*"}
+_EL10 = {**_redhat("rhel10", "580", "CDF6BA43.pub"), "dnf_module_stream": None, "branch_lock": "*nvidia*{branch}*"}
 
 PLATFORMS: dict = {
     "Debian-12": _debian("bookworm", "535", "debian12", "525"),
