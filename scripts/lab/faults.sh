@@ -188,8 +188,33 @@ case_foreign_device_plugin() {
     || fail "our device plugin is not back"
 }
 
+case_kernel_update() {
+  say "a kernel update: Debian's next kernel is installed (its image, not its headers) on the trixie GPU node"
+  on $CTRD_NODE 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-image-amd64 >/dev/null'
+  local kernel
+  kernel=$(on $CTRD_NODE 'ls /boot | sed -n "s/^vmlinuz-//p" | sort -V | tail -n 1')
+  [ -n "$kernel" ] || fail "no kernel image was installed"
+  say "installed kernel $kernel"
+  # caught: with the headers switched off the run cannot build, so it says which kernel lacks the module and how
+  ok_run kernel-reported playbooks/nvidia_driver.yml --limit $CTRD_NODE -e nvidia_driver_kernel_headers=false
+  said kernel-reported "kernel $kernel has no NVIDIA module: booting it leaves the GPUs without a driver"
+  said kernel-reported "Run: apt-get install linux-headers-$kernel && dkms autoinstall -k $kernel"
+  on $CTRD_NODE "! ls /lib/modules/$kernel/updates/dkms/ 2>/dev/null | grep -q nvidia" || fail "a module was built"
+  # passing: the default run installs the kernel's headers, DKMS builds the module, the run checks it is there
+  ok_run kernel-built playbooks/nvidia_driver.yml --limit $CTRD_NODE --diff
+  said kernel-built "installed linux-headers-$kernel"
+  on $CTRD_NODE "ls /lib/modules/$kernel/updates/dkms/nvidia-current.ko*" || fail "no module for $kernel after the run"
+  on $CTRD_NODE "dkms status | grep -q 'nvidia-current/.*, $kernel, .*: installed'" || fail "DKMS has not installed it"
+  unchanged kernel-again playbooks/nvidia_driver.yml --limit $CTRD_NODE
+  if grep -q "has no NVIDIA module" "$logs/kernel-again.out"; then fail "the second run still reports the kernel"; fi
+  # back to a node without a kernel of its own, as the lab's other steps expect
+  on $CTRD_NODE "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q linux-image-amd64 linux-image-$kernel \
+    linux-headers-amd64 linux-headers-$kernel >/dev/null"
+  unchanged kernel-removed playbooks/nvidia_driver.yml --limit $CTRD_NODE
+}
+
 cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
-       scheduler_restart_interrupted config_unreadable stack_removed foreign_device_plugin)
+       scheduler_restart_interrupted config_unreadable stack_removed foreign_device_plugin kernel_update)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;
