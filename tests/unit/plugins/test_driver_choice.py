@@ -280,3 +280,47 @@ def test_the_driver_plan_carries_the_kernels_and_warns():
     assert "kernel 6.12.117+deb13-amd64 has no NVIDIA module" in plan["warnings"][-1]
     plan = kd.driver_plan(INPUTS, observed)
     assert plan["headers_missing"] is True and plan["kernels"]["builds"] == ["6.12.117+deb13-amd64"]
+
+
+class _Node:
+    """A stand-in AnsibleModule: modinfo and dkms answer as on a Debian 13 node (the lab's kernel_update case)."""
+
+    def __init__(self, modinfo):
+        self.modinfo = modinfo
+
+    def get_bin_path(self, name):
+        return f"/usr/sbin/{name}" if name in ("modinfo", "dkms") else None
+
+    def run_command(self, argv, **_):
+        if argv[0].endswith("modinfo"):
+            return 0, self.modinfo, ""
+        return 0, DKMS_3, ""
+
+
+def test_kernels_are_read_from_the_modules_and_boot_folders(tmp_path, monkeypatch):
+    modules, boot = tmp_path / "lib-modules", tmp_path / "boot"
+    built, fresh, gone = "6.12.117+deb13-amd64", "6.12.118+deb13-amd64", "6.1.0-13-amd64"
+    for kernel in (built, fresh):
+        (modules / kernel / "kernel").mkdir(parents=True)
+        boot.mkdir(exist_ok=True)
+        (boot / f"vmlinuz-{kernel}").write_text("")
+    (modules / built / "build").mkdir()
+    (modules / built / "build" / "Makefile").write_text("")
+    (modules / built / "updates" / "dkms").mkdir(parents=True)
+    (modules / built / "updates" / "dkms" / "nvidia-current.ko.xz").write_text("")
+    (modules / built / "updates" / "dkms" / "nvidia-current-uvm.ko.xz").write_text("")
+    # a removed kernel: DKMS left its folder, the kernel's own modules and image are gone
+    (modules / gone / "updates" / "dkms").mkdir(parents=True)
+    monkeypatch.setattr(driver_state, "MODULES_DIR", str(modules))
+    monkeypatch.setattr(driver_state, "BOOT_DIR", str(boot))
+    node = _Node("filename: x\nversion:        550.163.01\nlicense:        NVIDIA\nsigner:         DKMS module "
+                 "signing key\n")
+    found = driver_state.kernels(node)
+    assert [k["version"] for k in found["kernels"]] == [built, fresh]
+    first, second = found["kernels"]
+    assert first["module"].endswith("/updates/dkms/nvidia-current.ko.xz") and first["headers"] is True
+    assert (first["module_version"], first["module_flavour"], first["signed"]) == ("550.163.01", "proprietary", True)
+    assert (second["module"], second["headers"]) == ("", False)
+    assert found["dkms"]["present"] is True and found["dkms"]["modules"][0]["kernel"] == built
+    plan = kernel_plan(found, "debian", "linux-headers-{kernel}", "550.163.01", True, False)
+    assert [k["status"] for k in plan["kernels"]] == ["ok", "missing"] and plan["builds"] == [fresh]
