@@ -292,7 +292,8 @@ class _Node:
         return f"/usr/sbin/{name}" if name in ("modinfo", "dkms") else None
 
     def run_command(self, argv, **_):
-        if argv[0].endswith("modinfo"):
+        command = argv[2]  # host.run bounds every command: ["timeout", seconds, ...]
+        if command == "modinfo":
             return 0, self.modinfo, ""
         return 0, DKMS_3, ""
 
