@@ -350,8 +350,8 @@ def observe(module, inputs, gpu_facts):
         # the plan raises it again unless it keeps a driver found on the node
         basics = None
     if basics and inputs["source"] != "runfile":
-        observed["packages"] = (state.state.apt_state(module, basics) if basics["family"] == "debian"
-                                else state.state.rpm_state(module, basics))
+        observed["packages"] = (state.apt_state(module, basics) if basics["family"] == "debian"
+                                else state.rpm_state(module, basics))
         if basics["family"] == "redhat":
             stack = observed["packages"]["stack"]
             observed["driver"] = state.driver_state(module, family, stack, observed["runfile_installed"],

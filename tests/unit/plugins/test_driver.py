@@ -903,3 +903,47 @@ def test_cuda_repo_writes_its_own_source_when_none_enables_the_repository(text):
 def test_our_own_cuda_source_is_not_taken_for_a_foreign_one():
     ours = {kd.FILES["cuda_sources"]: f"Types: deb\nURIs: {CUDA_2204}/\nSuites: /\n"}
     assert kd.foreign_cuda_source(ours, CUDA_2204) == ""
+
+
+def test_observe_reads_the_node_once_through_driver_state(quiet_node, monkeypatch):
+    stack = {"nvidia-driver": "550.163.01-2", "nvidia-smi": "550.163.01-2", "nvidia-kernel-dkms": "550.163.01-2"}
+    fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows(stack), ""),
+                       ("apt-cache", "madison"): (0, " nvidia-driver | 550.163.01-2 | x\n", ""),
+                       ("apt-mark", "showhold"): (0, "nvidia-driver\nnvidia-smi\n", "")})
+    monkeypatch.setattr(mod.host, "read", lambda path, *a, **k: (
+        'ID=debian\nVERSION_ID="13"\n' if path == "/etc/os-release" else None))
+    monkeypatch.setattr(state, "kernels", lambda module: {"running": "6.18.44", "kernels": [], "dkms": {}})
+    inputs = {**INPUTS, "branch": "auto", "kernel_module": "auto"}
+    observed = mod.observe(fake, inputs, {"gpus": [{"product_name": "Tesla T4"}]})
+    assert observed["os"] == {"id": "debian", "version_id": "13", "id_like": ""}
+    assert observed["packages"]["installed"] == "550.163.01-2" and observed["packages"]["held"] == [
+        "nvidia-driver", "nvidia-smi"]
+    assert observed["driver"]["package_version"] == "550.163.01" and observed["kernels"]["kernels"] == []
+    plan_ = kd.driver_plan({**inputs, "today": "2026-11-26"}, observed)
+    assert (plan_["branch"], plan_["kernel_module"], plan_["branch_choice"]["how"]) == ("550", "proprietary",
+                                                                                          "installed")
+
+
+def test_a_kernel_still_without_the_module_after_the_install_is_built(quiet_node, monkeypatch):
+    kernel = "6.12.117+deb13-amd64"
+    added = {"present": True, "modules": [{"module": "nvidia-current", "version": "550.163.01", "kernel": "",
+                                           "state": "added"}]}
+    bare = {"version": kernel, "running": False, "headers": True, "module": "", "module_version": "",
+            "signed": False}
+    built = {**bare, "module": f"/lib/modules/{kernel}/updates/dkms/nvidia-current.ko.xz",
+             "module_version": "550.163.01"}
+    fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows({"nvidia-driver": "550.163.01-2"}), "")},
+                      tools=(*FakeModule.TOOLS, "dkms"))
+    monkeypatch.setattr(state, "kernels", lambda module: {"running": "6.18.44", "dkms": added, "kernels": [
+        built if module.ran("dkms", "autoinstall") else bare]})
+    observed = node("Debian-13", packages={"installed": "550.163.01-2", "present": ["nvidia-driver=550.163.01-2"],
+                                           "offered": ["550.163.01-2"], "stack": ["nvidia-driver"],
+                                           "held": ["nvidia-driver"]},
+                    kernels={"running": "6.18.44", "dkms": added, "kernels": [bare]})
+    inputs = {**INPUTS, "branch": "550"}
+    run = mod.Run(fake, inputs, observed, kd.driver_plan(inputs, observed))
+    assert run.plan["kernels"]["builds"] == [kernel]
+    run.kernel_modules()
+    assert fake.commands("dkms") == [["dkms", "autoinstall", "-k", kernel]]
+    assert f"built the NVIDIA module for kernel {kernel} (dkms autoinstall -k {kernel})" in run.actions
+    assert run.plan["kernels"]["kernels"][0]["status"] == "ok"
