@@ -503,13 +503,19 @@ class Run:
                 self.did(f"{'removed' if item.get('content') is None else 'wrote'} {item['path']}{why}")
         return todo
 
-    def reread(self):
-        """The packages and kernels as they are now (after an install or a build), and the plan from them."""
+    def reread_kernels(self):
+        """The kernels (and packages) as they are now, after an install or a build: the plan's kernel part is
+        planned again from them; the rest of the plan stays what this run did (the result reports it)."""
+        observed = dict(self.observed)
         if self.plan["source"] != "runfile":
             read = state.apt_state if self.plan["family"] == "debian" else state.rpm_state
-            self.observed["packages"] = {**read(self.module, self.plan), "refreshed": True}
-        self.observed["kernels"] = state.kernels(self.module)
-        self.replan()
+            observed["packages"] = {**read(self.module, self.plan), "refreshed": True}
+        observed["kernels"] = self.observed["kernels"] = state.kernels(self.module)
+        try:
+            now = host_plan({"nvidia_driver": self.inputs}, {"nvidia_driver": observed})["nvidia_driver"]
+        except KgnError as err:
+            raise Failed(str(err)) from None
+        self.plan.update(kernels=now["kernels"], warnings=now["warnings"])
 
     def replan(self):
         try:
@@ -574,8 +580,7 @@ class Run:
         if plan["adopted"]:
             return
         if not self.check and (self.actions or plan["kernels"]["builds"]):
-            self.reread()
-            plan = self.plan
+            self.reread_kernels()
         for kernel in plan["kernels"]["builds"]:
             self.did(f"built the NVIDIA module for kernel {kernel} (dkms autoinstall -k {kernel})")
             if not self.check:
@@ -583,7 +588,7 @@ class Run:
                       f"dkms autoinstall -k {kernel}")
                 log_event(plan["event_log"], f"built the NVIDIA module for kernel {kernel}")
         if plan["kernels"]["builds"] and not self.check:
-            self.reread()
+            self.reread_kernels()
             left = [k for k in self.plan["kernels"]["kernels"] if k["status"] in ("missing", "stale")]
             if left:
                 raise Failed("; ".join(f"kernel {k['version']} still has no NVIDIA module of the driver after "

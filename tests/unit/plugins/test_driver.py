@@ -650,7 +650,7 @@ def _dpkg_rows(rows):
     return "".join(f"ii |{name}|{version}\n" for name, version in rows.items())
 
 
-def test_apt_fresh_install_sequence(quiet_node):
+def test_apt_fresh_install_sequence(quiet_node, monkeypatch):
     after = {"nvidia-driver": BOOKWORM[0], "nvidia-smi": BOOKWORM[0], "libcuda1": BOOKWORM[0],
              "firmware-nvidia-gsp": BOOKWORM[0]}
     fake = FakeModule({
@@ -664,10 +664,14 @@ def test_apt_fresh_install_sequence(quiet_node):
     inputs = {**INPUTS, "kernel_headers": False, "persistenced_start": False}
     observed = node(packages={"offered": []})  # stale lists: the version is chosen after the refresh
     run = mod.Run(fake, inputs, observed, kd.driver_plan(inputs, observed))
+    monkeypatch.setattr(state, "kernels", lambda module: {"running": "6.18.44", "kernels": [], "dkms": {}})
     run.apply_apt()
     run.kernel_side()
+    run.kernel_modules()
     run.persistenced()
     run.request_reboot()
+    # the kernels are read again after the install; the plan the result reports is still what the run installed
+    assert run.plan["missing"] and run.plan["kernels"]["recorded"] is True
     apt = [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] != "showhold"]
     assert apt[0] == ["apt-get", "update", "-q"]
     assert apt[1][:5] == ["apt-get", "-o", "Debug::NoLocking=1", "install", "--assume-no"]
