@@ -173,15 +173,20 @@ def nvml_library():
     return path, version
 
 
+# A driver version: a three-digit branch and more ("550.163.01"); the driver stack also holds packages with
+# versions of their own (Debian's nvidia-kernel-common 20240109+1, nvidia-modprobe, ...), which are not it.
+DRIVER_VERSION = re.compile(r"^\d{3}\.\d+(\.\d+)?$")
+
+
 def _package_version(stack_versions):
     """The driver's upstream version from its installed packages (the highest, "" when none)."""
     versions = []
     for name, version in (stack_versions or {}).items():
-        if KERNEL_PACKAGE.search(name) and version and version != "installed":
-            try:
-                versions.append(nvidia_upstream_version(version))
-            except Exception:
-                continue
+        if not (KERNEL_PACKAGE.search(name) and version) or not re.match(r"^(\d+:)?\d", version):
+            continue
+        upstream = nvidia_upstream_version(version)
+        if DRIVER_VERSION.match(upstream):
+            versions.append(upstream)
     return max(versions, key=lambda v: tuple(int(p) for p in v.split("."))) if versions else ""
 
 

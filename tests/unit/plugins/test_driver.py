@@ -910,7 +910,9 @@ def test_our_own_cuda_source_is_not_taken_for_a_foreign_one():
 
 
 def test_observe_reads_the_node_once_through_driver_state(quiet_node, monkeypatch):
-    stack = {"nvidia-driver": "550.163.01-2", "nvidia-smi": "550.163.01-2", "nvidia-kernel-dkms": "550.163.01-2"}
+    # nvidia-kernel-common has a version of its own (Debian's nvidia-support source): not the driver's
+    stack = {"nvidia-driver": "550.163.01-2", "nvidia-smi": "550.163.01-2", "nvidia-kernel-dkms": "550.163.01-2",
+             "nvidia-kernel-common": "20240109+1", "nvidia-modprobe": "550.127.05-1"}
     fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows(stack), ""),
                        ("apt-cache", "madison"): (0, " nvidia-driver | 550.163.01-2 | x\n", ""),
                        ("apt-mark", "showhold"): (0, "nvidia-driver\nnvidia-smi\n", "")})
