@@ -305,9 +305,59 @@ case_toolkit_config_deleted() {
   unchanged config-deleted-again playbooks/container_runtime.yml --limit $CTRD_NODE
 }
 
+kernel_installed() {  # Debian's next kernel on the trixie GPU node: its image, not its headers; prints its version
+  on $CTRD_NODE 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-image-amd64 >/dev/null'
+  on $CTRD_NODE 'ls /boot | sed -n "s/^vmlinuz-//p" | sort -V | tail -n 1'
+}
+
+kernel_caught() {  # with the headers switched off the run cannot build: it says which kernel lacks the module and how
+  local kernel=$1
+  ok_run kernel-reported playbooks/nvidia_driver.yml --limit $CTRD_NODE -e nvidia_driver_kernel_headers=false
+  said kernel-reported "kernel $kernel has no NVIDIA module: booting it leaves the GPUs without a driver"
+  said kernel-reported "Run: apt-get install linux-headers-$kernel && dkms autoinstall -k $kernel"
+  on $CTRD_NODE "! ls /lib/modules/$kernel/updates/dkms/ 2>/dev/null | grep -q nvidia" || fail "a module was built"
+}
+
+kernel_removed() {  # back to a node without a kernel of its own, as the lab's other steps expect
+  local kernel=$1
+  on $CTRD_NODE "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q linux-image-amd64 linux-image-$kernel \
+    linux-headers-$kernel >/dev/null"
+  unchanged kernel-removed playbooks/nvidia_driver.yml --limit $CTRD_NODE
+  if grep -q "has no NVIDIA module" "$logs/kernel-removed.out"; then fail "a removed kernel is still reported"; fi
+}
+
+case_kernel_update() {
+  say "a kernel update: Debian's next kernel is installed (its image, not its headers); the run must name it"
+  local kernel
+  kernel=$(kernel_installed)
+  [ -n "$kernel" ] || fail "no kernel image was installed"
+  say "installed kernel $kernel"
+  kernel_caught "$kernel"
+  kernel_removed "$kernel"
+}
+
+# Not in the default list (the DKMS build of the driver's module takes minutes): scripts/lab/faults.sh kernel_update_build
+case_kernel_update_build() {
+  say "a kernel update, then the build: the kernel is named, then its headers installed and the module built by DKMS"
+  local kernel
+  kernel=$(kernel_installed)
+  [ -n "$kernel" ] || fail "no kernel image was installed"
+  say "installed kernel $kernel"
+  kernel_caught "$kernel"
+  # passing: the default run installs the kernel's headers, DKMS builds the module, the run checks it is there
+  ok_run kernel-built playbooks/nvidia_driver.yml --limit $CTRD_NODE --diff
+  said kernel-built "installed linux-headers-$kernel"
+  on $CTRD_NODE "ls /lib/modules/$kernel/updates/dkms/nvidia-current.ko*" || fail "no module for $kernel after the run"
+  on $CTRD_NODE "dkms status | grep -q 'nvidia-current/.*, $kernel, .*: installed'" || fail "DKMS has not installed it"
+  unchanged kernel-again playbooks/nvidia_driver.yml --limit $CTRD_NODE
+  if grep -q "has no NVIDIA module" "$logs/kernel-again.out"; then fail "the second run still reports the kernel"; fi
+  kernel_removed "$kernel"
+}
+
 cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
        scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin
-       cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted)
+       cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted
+       kernel_update)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;
