@@ -658,4 +658,4 @@ def test_cdi_faults_are_diagnosed_with_their_fix(over, check, entry):
     checks, verdict = judge(cdi_node(**over))
     assert verdict == "failed"
     assert checks[check]["status"] == "failed" and causes(checks[check]) == [entry]
-    assert "container_runtime.yml" in checks[check]["diagnosis"][0]["fix"]
+    assert "nvidia_container_runtime.yml" in checks[check]["diagnosis"][0]["fix"]
