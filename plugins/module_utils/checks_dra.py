@@ -119,14 +119,24 @@ def _daemonset(seen, want):
     return None
 
 
-def _plugin_evidence(seen, want, done):
+def _node(seen):
+    """The node's API object ({labels, allocatable, ...}), None when the API was not read or has no such node. Read
+    here, not from node_registered's result, so that these checks do not depend on the order of registration."""
+    api = seen.get("api") or {}
+    return api.get("node") if api.get("reachable") else None
+
+
+def _plugin_evidence(seen, want):
     ds = _daemonset(seen, want)
     wanted = want.get("dra") or {}
+    labels = (_node(seen) or {}).get("labels")
     return {"namespace": wanted.get("namespace"), "daemonset": KUBELET_PLUGIN,
             "daemonset_found": ds is not None if (seen.get("api") or {}).get("reachable") else None,
             "ready": f"{ds.get('ready')}/{ds.get('desired')}" if ds else "",
             "node_name": (seen.get("api") or {}).get("node_name") or want.get("host"),
-            "labels_missing": bool((done.first("node_labels").get("evidence") or {}).get("missing"))}
+            # the kubelet plugin's DaemonSet selects this label (None: the node was not read)
+            "labels_missing": None if labels is None else any(str(labels.get(k)) != v
+                                                              for k, v in dra.NODE_LABELS.items())}
 
 
 SOURCE_DRIVER = (f"NVIDIA's DRA driver {dra.RELEASE} ({dra.REPOSITORY} at {dra.COMMIT[:8]}): "
@@ -172,7 +182,7 @@ def dra_registered(seen, want, done):
     if not _applies(seen, want):
         return None
     registry = (seen.get("dra") or {}).get("registry")
-    evidence = _plugin_evidence(seen, want, done)
+    evidence = _plugin_evidence(seen, want)
     if registry is None:
         return skipped(NOT_READ, **evidence)
     evidence.update(dir=registry.get("dir") or dra.KUBELET_REGISTRY, dir_exists=bool(registry.get("dir_exists")),
@@ -229,7 +239,7 @@ SLICE_CAUSES = [
           cause="the node's pool has fewer ResourceSlices than it states: the kubelet plugin is still publishing, or "
                 "stopped half-way",
           fix="wait a minute and verify again; if it stays so, " + LOGS, source=SOURCE_DRIVER),
-    cause("dra_slices_differ", fallback=True,
+    cause("dra_slices_differ", when={"published": {"not": 0}}, fallback=True,
           cause="what the kubelet plugin published ({published} device(s)) is not one device per GPU or MIG device "
                 "that {gpus_from} show ({gpus} GPU(s)): the GPUs or their MIG layout changed since it published, or "
                 "the GPU facts are stale",
@@ -328,9 +338,11 @@ ALLOCATABLE_CAUSES = [
 def dra_no_device_plugin(seen, want, done):
     if not _applies(seen, want):
         return None
-    if done.status("node_registered") != "ok":
-        return skipped(NO_API if done.status("node_registered") == "skipped" else "skipped: node not registered")
-    node = (seen.get("api") or {}).get("node") or {}
+    if not (seen.get("api") or {}).get("reachable"):
+        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+    node = _node(seen)
+    if node is None:
+        return skipped("skipped: node not registered")
     node_name = (seen.get("api") or {}).get("node_name")
     labels = node.get("labels") or {}
     # the labels by which a device plugin stack of the catalog selects the node (every stack but nvidia_dra)
