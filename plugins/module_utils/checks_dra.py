@@ -260,7 +260,8 @@ def dra_resourceslices(seen, want, done):
         return why
     node_name = (seen.get("api") or {}).get("node_name") or want.get("host")
     found = (seen.get("dra") or {}).get("gpus")
-    evidence = {"node_name": node_name, "served": True, "gpus_from": (seen.get("dra") or {}).get("gpus_from")}
+    evidence = {"node_name": node_name, "served": True, "gpus_from": (seen.get("dra") or {}).get("gpus_from"),
+                "namespace": (want.get("dra") or {}).get("namespace")}
     if found is None:
         return skipped("skipped: the node's GPUs were not read (no recorded nvidia_driver state)", **evidence)
     if not found:

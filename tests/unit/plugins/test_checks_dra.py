@@ -82,6 +82,9 @@ def judge(api=None, recorded=None, probed=None, stacks=("nvidia_dra",), **settin
 
 
 def causes(found):
+    """The ids of the causes that explain a result; every value the texts name is in its evidence (else "?")."""
+    for item in found["diagnosis"]:
+        assert "?" not in item["cause"] + item["fix"], item
     return [d["id"] for d in found["diagnosis"]]
 
 
@@ -154,6 +157,7 @@ def test_no_slice_for_the_node_fails_and_points_at_the_registration_when_that_fa
     _, checks = judge(api=answer(slices=[h100(node="other-node")]))
     assert checks["dra_resourceslices"]["status"] == "failed"
     assert causes(checks["dra_resourceslices"]) == ["dra_slices_none"]
+    assert "kubectl -n kube-system get pods" in checks["dra_resourceslices"]["diagnosis"][0]["fix"]
     _, checks = judge(api=answer(slices=[]), probed=probe([]))
     assert causes(checks["dra_resourceslices"]) == ["dra_slices_not_published"]
 
