@@ -22,6 +22,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_run  #
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_node  # noqa: F401
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_runtime  # noqa: F401
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_cluster  # noqa: F401
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_dra
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_control_plane  # noqa: F401
 # isort: on
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
@@ -206,9 +207,10 @@ def _webhooks(items):
     return result
 
 
-# What verify reads of the API, once per API server (the k8s_read module's resources).
+# What verify reads of the API, once per API server (the k8s_read module's resources; a kind the server does not
+# serve, such as resource.k8s.io's on a cluster without DRA, is said per kind, never a failed read).
 API_RESOURCES = ("nodes", "daemonsets.apps", "deployments.apps",
-                 "mutatingwebhookconfigurations.admissionregistration.k8s.io")
+                 "mutatingwebhookconfigurations.admissionregistration.k8s.io", *checks_dra.API_RESOURCES)
 
 
 def api_view(answer, node_name):
@@ -238,6 +240,7 @@ def api_view(answer, node_name):
         "daemonsets": _daemonsets(items("daemonsets.apps")),
         "deployments": _deployments(items("deployments.apps")),
         "webhooks": _webhooks(items("mutatingwebhookconfigurations.admissionregistration.k8s.io")),
+        "dra": checks_dra.api_part(listed),
     }
 
 
@@ -349,7 +352,9 @@ def verify_host(settings, states, probe=None, api=None, run_failure=None):
     settings = dict(settings or {})
     view = api_view(api, settings.get("node_name") or settings.get("host"))
     observed = verify_observed(probe, states, view, run_failure)
+    observed["dra"] = checks_dra.view(probe, states, settings.get("gpu_facts"))
     expected = verify_expected(settings, states)
+    expected["dra"] = checks_dra.expected(expected["stacks"], states)
     results = diagnose(run_checks(observed, expected))
     row = report_row(observed, expected, results, verdict(results))
     row["changes"] = changes(states, expected["kinds"])
@@ -410,7 +415,8 @@ def settings_from_vars(host, host_vars, groups, check_mode=False):
             "driver_version": str(get("driver_version", "gpu_driver_version", "")),
             "extra_labels": dict(get("extra_labels", default={})),
             "labels_require_gpu": bool(get("labels_require_gpu", default=True)),
-            "mig_layout": get("mig_layout", "nvidia_mig_layout", ""), "check_mode": bool(check_mode)}
+            "mig_layout": get("mig_layout", "nvidia_mig_layout", ""), "gpu_facts": dict(get("gpu_facts", default={})),
+            "check_mode": bool(check_mode)}
 
 
 def states_from_vars(host_vars, api_host_vars=None, this_run=None):

@@ -15,7 +15,8 @@ description:
     returns the host's report row (RV(row)), every check with its diagnosis, the verdict, and what the run changed
     and repaired there. Without O(settings) it returns only what the module read (RV(observed)).
   - GPU nodes; the NVIDIA devices on the PCI bus (vendor 0x10de), the loaded kernel modules (nvidia, nouveau),
-    Secure Boot, the device plugin sockets kubelet lists, and whether a backup of containerd's config next to it
+    Secure Boot, the device plugin sockets kubelet lists, the names in kubelet's plugins_registry (the registration
+    sockets of DRA kubelet plugins, C(<driver>-reg.sock)), and whether a backup of containerd's config next to it
     mentions the nvidia runtime (a config rewritten by another installer).
   - Control planes; the scheduler config file's extender URLs and whether each answers, kube-proxy's mode and
     net.ipv4.conf.all.route_localnet (a NodePort on 127.0.0.1 needs them).
@@ -23,7 +24,8 @@ options:
   settings:
     description:
       - The verify settings of the host, for the action plugin; keys host, node_name, kinds (gpu_node, control_plane),
-        stacks, expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, mig_layout, check_mode.
+        stacks, expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, mig_layout, gpu_facts (the
+        node's GPUs the DRA checks compare with its ResourceSlices; empty = what nvidia_driver recorded), check_mode.
       - When given, O(gpu_node), O(control_plane), O(containerd_config) and O(scheduler_config_path) follow from
         it and the recorded states.
     type: dict
@@ -52,6 +54,10 @@ options:
     description: Kubelet's device plugin folder.
     type: path
     default: /var/lib/kubelet/device-plugins
+  plugins_registry_dir:
+    description: Kubelet's plugin registration folder (DRA kubelet plugins register there).
+    type: path
+    default: /var/lib/kubelet/plugins_registry
   containerd_config:
     description: containerd's config file whose backups are looked at; empty skips it.
     type: str
@@ -103,7 +109,8 @@ row:
 observed:
   description: >-
     gpu_node, control_plane, pci_devices, modules, secure_boot, device_plugin {dir, dir_exists, sockets},
-    containerd_backup_mentions_nvidia, scheduler {config {path, exists, extender_urls}, extenders, kube_proxy_mode,
+    kubelet_plugins_registry {dir, dir_exists, entries}, containerd_backup_mentions_nvidia,
+    scheduler {config {path, exists, extender_urls}, extenders, kube_proxy_mode,
     route_localnet}.
   returned: always
   type: dict
@@ -163,6 +170,15 @@ def device_plugin(path):
     return {"dir": path, "dir_exists": os.path.isdir(path), "sockets": sockets}
 
 
+def plugins_registry(path):
+    """The names in kubelet's plugin registration folder (a DRA kubelet plugin's is <driver>-reg.sock)."""
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError:
+        entries = []
+    return {"dir": path, "dir_exists": os.path.isdir(path), "entries": entries}
+
+
 def backups_mention_nvidia(path):
     """Whether a backup left next to the config (name.<stamp>~) mentions the nvidia runtime."""
     return any("nvidia" in (host.read(backup) or "") for backup in glob.glob(path + ".*~"))
@@ -212,6 +228,7 @@ def main():
             "gpu_node": {"type": "bool", "default": False},
             "control_plane": {"type": "bool", "default": False},
             "device_plugin_dir": {"type": "path", "default": "/var/lib/kubelet/device-plugins"},
+            "plugins_registry_dir": {"type": "path", "default": "/var/lib/kubelet/plugins_registry"},
             "containerd_config": {"type": "str", "default": ""},
             "scheduler_config_path": {"type": "str", "default": ""},
             "kube_proxy_mode_url": {"type": "str", "default": "http://127.0.0.1:10249/proxyMode"},
@@ -232,6 +249,7 @@ def main():
             "modules": modules(),
             "secure_boot": secure_boot(module, p["timeout"]),
             "device_plugin": device_plugin(p["device_plugin_dir"]),
+            "kubelet_plugins_registry": plugins_registry(p["plugins_registry_dir"]),
             "containerd_backup_mentions_nvidia": backups_mention_nvidia(p["containerd_config"])
             if p["containerd_config"] else None,
         })

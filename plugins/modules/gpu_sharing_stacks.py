@@ -369,7 +369,10 @@ def _slim(plan):
     """The plan as verify and the report read it (kgn_state_stacks): without the manifests' text."""
     keep = ("kubernetes_version", "stacks", "namespace", "manifest_dir", "manifests", "adopted", "prune",
             "remove_files", "assumed", "secondary", "hami")
-    return {key: plan.get(key) for key in keep}
+    slim = {key: plan.get(key) for key in keep}
+    # what the DRA checks expect of the cluster (checks_dra.expected): the API version and the compute domains part
+    slim["dra"] = {key: (plan.get("dra") or {}).get(key) for key in ("enabled", "resource_api", "compute_domains")}
+    return slim
 
 
 def main():

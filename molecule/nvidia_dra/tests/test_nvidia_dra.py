@@ -1,16 +1,33 @@
 """nvidia_dra as the stand-in Kubernetes 1.35 API holds it, read with kubectl on the control plane.
 
 converge deployed nvidia_device_plugin and nvidia_dra (/root/dra-deployed.json); side_effect switched the GPU node
-to nvidia_dra (/root/dra-switched.json) and removed every stack.
+to nvidia_dra (/root/dra-switched.json), verified it (reports-dra), removed every stack and verified it again
+(reports-removed); the reports are read on the controller.
 """
 
 import json
+import os
+from pathlib import Path
 
 testinfra_hosts = ["nvidia_dra-cp"]
 
 NODE = "nvidia-dra-gpu"
 DRA_LABEL = "kube-gpu-nodes.io/nvidia-dra"
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+
+
+CP = "nvidia_dra-cp"
+GPU = "nvidia_dra-gpu"
+DRA_CHECKS = ("dra_registered", "dra_resourceslices", "dra_device_classes", "dra_no_device_plugin")
+
+
+def _report(folder):
+    latest = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / folder / "latest"
+    return {row["host"]: row for row in json.loads((latest / "report.json").read_text())["rows"]}
+
+
+def _checks(row):
+    return {c["id"]: c for c in row["checks"]}
 
 
 def _saved(host, name):
@@ -61,3 +78,27 @@ def test_removal_left_nothing_of_the_project(host):
     # the ResourceSlice is the kubelet plugin's (not labelled as the project's): left alone
     slices = json.loads(host.check_output("kubectl get resourceslices -o json"))["items"]
     assert [s["spec"]["nodeName"] for s in slices] == [NODE]
+
+
+def test_verify_finds_the_switched_node_served_by_the_dra_driver_alone():
+    rows = _report("reports-dra")
+    checks = _checks(rows[GPU])
+    assert {c: checks[c]["status"] for c in DRA_CHECKS} == dict.fromkeys(DRA_CHECKS, "ok")
+    assert checks["dra_registered"]["summary"] == (
+        "registered: compute-domain.nvidia.com-reg.sock, gpu.nvidia.com-reg.sock")
+    assert checks["dra_resourceslices"]["summary"] == "1 device(s) for 1 GPU(s): gpu-0"
+    assert checks["dra_device_classes"]["evidence"]["missing"] == []
+    assert checks["dra_no_device_plugin"]["evidence"]["device_plugin_labels"] == []
+    assert rows[GPU]["dra"] == "ok" and rows[GPU]["stack"] == "nvidia_dra"
+    assert rows[CP]["dra"] == "-" and not set(DRA_CHECKS) & set(_checks(rows[CP]))
+
+
+def test_verify_after_the_removal_says_the_device_classes_are_gone_and_why():
+    row = _report("reports-removed")[GPU]
+    found = _checks(row)["dra_device_classes"]
+    assert found["status"] == "failed"
+    assert found["summary"].startswith("DeviceClass gpu.nvidia.com does not exist")
+    assert [d["id"] for d in found["diagnosis"]] == ["dra_classes_missing"]
+    assert row["dra"] == found["summary"] and row["verdict"] == "failed"
+    # the kubelet plugin's ResourceSlice is not the project's: still there, still the node's GPU
+    assert _checks(row)["dra_resourceslices"]["status"] == "ok"

@@ -21,6 +21,21 @@ def test_device_plugin_sockets_leave_kubelets_own_out(tmp_path):
     assert probe.device_plugin(str(tmp_path / "missing"))["dir_exists"] is False
 
 
+def test_kubelets_plugin_registrations_are_listed_by_name(tmp_path):
+    """NVIDIA's DRA kubelet plugin registers <driver>-reg.sock in kubelet's plugins_registry."""
+    import socket
+
+    for name in ("gpu.nvidia.com-reg.sock", "compute-domain.nvidia.com-reg.sock"):
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(tmp_path / name))
+        server.close()
+    assert probe.plugins_registry(str(tmp_path)) == {
+        "dir": str(tmp_path), "dir_exists": True,
+        "entries": ["compute-domain.nvidia.com-reg.sock", "gpu.nvidia.com-reg.sock"]}
+    assert probe.plugins_registry(str(tmp_path / "missing")) == {
+        "dir": str(tmp_path / "missing"), "dir_exists": False, "entries": []}
+
+
 def test_a_backup_that_mentions_nvidia_is_found(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "runc"\n')

@@ -152,10 +152,12 @@ def test_a_host_that_stopped_is_judged_from_its_inventory_and_facts():
     settings = verify.settings_from_vars("n1", host_vars, {"gpu_nodes": ["n1"], "kube_control_plane": []}, True)
     assert settings == {"host": "n1", "node_name": "n1", "kinds": ["gpu_node"], "stacks": ["gpushare"],
                         "expect_gpu": False, "waived": [], "driver_version": "535", "extra_labels": {},
-                        "labels_require_gpu": True, "mig_layout": "all-disabled", "check_mode": True}
+                        "labels_require_gpu": True, "mig_layout": "all-disabled", "gpu_facts": {},
+                        "check_mode": True}
     # the same inputs, the same defaults
     assert defaults["gpu_node_verify_expect_gpu"] is True and defaults["gpu_node_verify_labels_require_gpu"] is True
     assert defaults["gpu_node_verify_waived_checks"] == [] and defaults["gpu_node_verify_extra_labels"] == {}
+    assert defaults["gpu_node_verify_gpu_facts"] == {}
     assert "gpu_sharing_stacks" in defaults["gpu_node_verify_stacks"]
     assert "gpu_driver_version" in defaults["gpu_node_verify_driver_version"]
     assert "nvidia_mig_layout" in defaults["gpu_node_verify_mig_layout"]
