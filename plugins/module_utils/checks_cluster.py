@@ -45,6 +45,14 @@ DEVICE_PLUGIN_SOCKET_CAUSES = [
 ]
 
 
+def _no_device_plugin(want, evidence):
+    """A node without a device plugin stack: NVIDIA's DRA driver serves its GPUs (its own checks, checks_dra.py,
+    say whether it does: no row here), or no stack at all (skipped, said)."""
+    if "nvidia_dra" in (want.get("stacks") or []):
+        return None
+    return skipped("skipped: no GPU-sharing stack on this node", **evidence)
+
+
 @check("device_plugin_socket", "device plugin socket registered with kubelet", kinds=(GPU_NODE,), concerns=PLUGIN,
        causes=DEVICE_PLUGIN_SOCKET_CAUSES)
 def device_plugin_socket(seen, want, done):
@@ -57,7 +65,7 @@ def device_plugin_socket(seen, want, done):
     if not (seen.get("gpu") or {}).get("present"):
         return skipped(NO_GPU, **evidence)
     if not wanted:
-        return skipped("skipped: no GPU-sharing stack on this node", **evidence)
+        return _no_device_plugin(want, evidence)
     found = [s for s in sockets if any(re.fullmatch(p, s) for p in wanted)]
     if found:
         return ok(f"registered: {', '.join(found)}", **evidence)
@@ -189,7 +197,7 @@ def allocatable(seen, want, done):
                                                                               "runtime_default", "runtime_current")),
                 "labels_missing": bool((done.first("node_labels").get("evidence") or {}).get("missing"))}
     if not resources:
-        return skipped("skipped: no GPU-sharing stack on this node", **evidence)
+        return _no_device_plugin(want, evidence)
     if not (seen.get("gpu") or {}).get("present"):
         return skipped(NO_GPU, **evidence)
     if zero:

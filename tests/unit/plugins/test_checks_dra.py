@@ -96,6 +96,8 @@ def test_a_node_the_dra_driver_alone_serves_passes_every_dra_check():
     assert checks["dra_device_classes"]["evidence"]["missing"] == []
     assert checks["dra_no_device_plugin"]["summary"] == "nvidia.com/gpu: none"
     assert row["dra"] == "ok"
+    # the device plugin's own rows do not apply to a node the DRA driver serves (no "skipped: no stack" there)
+    assert "device_plugin_socket" not in checks and "allocatable" not in checks
 
 
 def test_a_node_without_nvidia_dra_has_no_dra_check_and_a_dash_even_where_dra_is_not_served():
