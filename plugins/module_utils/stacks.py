@@ -62,6 +62,8 @@ _CATALOG = {
         "claims_whole_gpus": True,
         "extender": None,
         "service": None,
+        # the pod smoke (smoke.pod_spec): one whole GPU (or one replica, time-sliced; one MIG device, single strategy)
+        "smoke": {"limits": {"nvidia.com/gpu": 1}, "gpus": "required"},
     },
     "gpushare": {
         "description": "Aliyun gpushare: GPU memory sharing through a scheduler extender",
@@ -81,6 +83,9 @@ _CATALOG = {
             "ignorable": False,
         },
         "service": {"name": "gpushare-schd-extender", "port": 12345, "node_port": 32766},
+        # 1 unit of GPU memory (GiB with the field notes' --memory-unit=GiB); the device plugin hands the amount in as
+        # ALIYUN_COM_GPU_MEM_CONTAINER (gpushare-device-plugin pkg/gpu/nvidia/allocate.go, commit 0f2eade8)
+        "smoke": {"limits": {"aliyun.com/gpu-mem": 1}, "gpus": "required", "env": {"ALIYUN_COM_GPU_MEM_CONTAINER": "1"}},
     },
     "nano_gpu": {
         "description": "Tencent nano-gpu: GPU percentage sharing through a scheduler extender",
@@ -104,6 +109,8 @@ _CATALOG = {
         # node_port is this project's choice (upstream uses a ClusterIP Service) so that a
         # kube-scheduler on the host network can reach it at 127.0.0.1 like gpushare.
         "service": {"name": "nano-gpu-scheduler", "port": 39999, "node_port": 32765},
+        # 10 % of one GPU; no source we have pins what nano-gpu's agent puts into the container: the log is shown
+        "smoke": {"limits": {"nano-gpu/gpu-percent": 10}, "gpus": "optional"},
     },
     "elastic_gpu": {
         "description": "elastic-gpu: GPU claims (CRDs) with a scheduler extender and node agent",
@@ -126,6 +133,10 @@ _CATALOG = {
             "ignorable": False,
         },
         "service": {"name": "elastic-gpu-scheduler", "port": 39999, "node_port": 32764},
+        # the agent hands its GPU in as a device node of its own and env GPU=<id>, with NVIDIA_VISIBLE_DEVICES=none
+        # (elastic-gpu-agent pkg/plugins/gpushare.go, commit 294dd56f): the log proves GPU is set
+        "smoke": {"limits": {"elasticgpu.io/gpu-core": 10, "elasticgpu.io/gpu-memory": 1}, "gpus": "optional",
+                  "env": {"GPU": "*"}},
     },
     "hami": {
         "description": "HAMi: GPU memory and core sharing through its own kube-scheduler, extender and webhook",
@@ -139,6 +150,10 @@ _CATALOG = {
         "extender": None,
         "service": None,
         "own_scheduler": {"name": hami.SCHEDULER_NAME, "webhook": hami.WEBHOOK_NAME, "extender": hami.extender()},
+        # one GPU with 1024 MiB; HAMi's device plugin hands the limit in as CUDA_DEVICE_MEMORY_LIMIT_0=1024m
+        # (HAMi pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go, commit 057ea14b)
+        "smoke": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1024}, "gpus": "required",
+                  "env": {"CUDA_DEVICE_MEMORY_LIMIT_0": "1024m"}},
     },
 }
 
