@@ -124,7 +124,8 @@ def cri_runtime(config, cri_plugin=""):
 
 
 def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s.io", name=NAME):
-    """The command lines of one engine smoke: ``{engine, mode, image, run, cleanup, image_present, pull, skip}``.
+    """The command lines of one engine smoke: ``{engine, mode, image, name, run, cleanup, exists, image_present,
+    pull, skip}`` (``exists`` answers 0 while the container is there).
 
     docker: ``docker run`` with Docker's default runtime (what kubelet's dockershim or cri-dockerd uses), the GPUs
     asked for as the node is configured: ``NVIDIA_VISIBLE_DEVICES=all`` (legacy) or ``--device nvidia.com/gpu=all``
@@ -135,7 +136,7 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
     _require(engine, ENGINES, "the engine")
     _require(mode, MODES, "the runtime mode")
     image = normalize_image(image, engine)
-    plan = {"engine": engine, "mode": mode, "image": image, "name": name, "run": [], "cleanup": [],
+    plan = {"engine": engine, "mode": mode, "image": image, "name": name, "run": [], "cleanup": [], "exists": [],
             "image_present": [], "pull": [], "skip": ""}
     if engine == "crio":
         plan["skip"] = ("CRI-O runs containers only through the CRI (no engine CLI to run one by hand); the pod smoke "
@@ -153,6 +154,7 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
         plan["run"] = ["docker", "run", "--name", name, "--label", f"{LABEL}=engine", "--network", "none",
                        *request, image, *script]
         plan["cleanup"] = [["docker", "rm", "--force", name]]
+        plan["exists"] = ["docker", "container", "inspect", "--format", "{{.Id}}", name]
         plan["image_present"] = ["docker", "image", "inspect", "--format", "{{.Id}}", image]
         plan["pull"] = ["docker", "pull", image]
         return plan
@@ -169,14 +171,15 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
     else:
         request = [arg for key, value in sorted(LEGACY_ENV.items()) for arg in ("--env", f"{key}={value}")]
     if runtime_type not in RUNC_SHIMS:
-        plan["skip"] = (f"the CRI's default runtime {cri.get('name') or '?'} is of type {runtime_type}, which ctr cannot "
-                        "be given a runtime binary for; the pod smoke tests this node")
+        plan["skip"] = (f"the CRI's default runtime {cri.get('name') or '?'} is of type {runtime_type}, which ctr "
+                        "cannot be given a runtime binary for; the pod smoke tests this node")
         return plan
     runtime = ["--runtime", "io.containerd.runc.v2"]
     if cri.get("binary"):
         runtime += ["--runc-binary", cri["binary"]]
     plan["run"] = [*ctr, "run", "--label", f"{LABEL}=engine", *runtime, *request, image, name, *script]
     plan["cleanup"] = [[*ctr, "task", "delete", "--force", name], [*ctr, "containers", "delete", name]]
+    plan["exists"] = [*ctr, "containers", "info", name]
     plan["image_present"] = [*ctr, "images", "list", "--quiet", f"name=={image}"]
     plan["pull"] = [*ctr, "images", "pull", image]
     return plan
@@ -441,7 +444,7 @@ def _refusal(stderr, host):
         return "failed", "runtime_not_found", words
     if "no such image" in text or ("image" in text and "not found" in text):
         return "failed", "image_missing", words
-    if "cannot connect to the docker daemon" in text or "connection refused" in text and "containerd" in text:
+    if "cannot connect to the docker daemon" in text or ("connection refused" in text and "containerd" in text):
         return "failed", "engine_unavailable", words
     return "failed", "container_failed", words
 

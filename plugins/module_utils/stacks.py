@@ -85,7 +85,8 @@ _CATALOG = {
         "service": {"name": "gpushare-schd-extender", "port": 12345, "node_port": 32766},
         # 1 unit of GPU memory (GiB with the field notes' --memory-unit=GiB); the device plugin hands the amount in as
         # ALIYUN_COM_GPU_MEM_CONTAINER (gpushare-device-plugin pkg/gpu/nvidia/allocate.go, commit 0f2eade8)
-        "smoke": {"limits": {"aliyun.com/gpu-mem": 1}, "gpus": "required", "env": {"ALIYUN_COM_GPU_MEM_CONTAINER": "1"}},
+        "smoke": {"limits": {"aliyun.com/gpu-mem": 1}, "gpus": "required",
+                  "env": {"ALIYUN_COM_GPU_MEM_CONTAINER": "1"}},
     },
     "nano_gpu": {
         "description": "Tencent nano-gpu: GPU percentage sharing through a scheduler extender",

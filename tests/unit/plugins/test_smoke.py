@@ -125,10 +125,11 @@ def test_containerd_runs_with_the_cri_default_handler_and_its_binary():
 def test_containerd_cdi_needs_containerd_2_and_crio_is_left_to_the_pod_smoke():
     cri = {"name": "runc", "runtime_type": "io.containerd.runc.v2", "binary": ""}
     two = smoke.engine_plan("containerd", "cdi", "ubuntu:24.04", "2.1.9", cri)
-    assert ["--device", "nvidia.com/gpu=all"] == two["run"][8:10]
+    assert two["run"][8:10] == ["--device", "nvidia.com/gpu=all"]
     assert "containerd 1.7.24 cannot ask for CDI" in smoke.engine_plan("containerd", "cdi", "x", "1.7.24", cri)["skip"]
     assert "CRI-O runs containers only through the CRI" in smoke.engine_plan("crio", "legacy", "x")["skip"]
-    odd = smoke.engine_plan("containerd", "legacy", "x", "1.7.24", {"name": "kata", "runtime_type": "io.containerd.kata.v2"})
+    kata = {"name": "kata", "runtime_type": "io.containerd.kata.v2"}
+    odd = smoke.engine_plan("containerd", "legacy", "x", "1.7.24", kata)
     assert "of type io.containerd.kata.v2" in odd["skip"]
 
 
@@ -308,7 +309,8 @@ def test_the_pod_is_pinned_through_the_scheduler_and_asks_for_the_stacks_resourc
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     (pod,) = smoke.pod_objects("kgn-gpu-docker", spec, "ubuntu:24.04", "default", "", tolerations, 120)
     assert pod["metadata"]["name"] == "kgn-gpu-smoke-gpushare-kgn-gpu-docker"
-    assert pod["metadata"]["labels"] == {"kube-gpu-nodes.io/smoke": "pod", "kube-gpu-nodes.io/smoke-node": "kgn-gpu-docker"}
+    assert pod["metadata"]["labels"] == {"kube-gpu-nodes.io/smoke": "pod",
+                                         "kube-gpu-nodes.io/smoke-node": "kgn-gpu-docker"}
     term = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In",
                                                            "values": ["kgn-gpu-docker"]}]}]
@@ -316,7 +318,8 @@ def test_the_pod_is_pinned_through_the_scheduler_and_asks_for_the_stacks_resourc
     assert pod["spec"]["containers"][0]["resources"] == {"limits": {"aliyun.com/gpu-mem": "1"}}
     assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["activeDeadlineSeconds"] == 120
     assert pod["spec"]["tolerations"] == tolerations and "schedulerName" not in pod["spec"]
-    assert smoke.pod_selector("kgn-gpu-docker") == "kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/smoke-node=kgn-gpu-docker"
+    assert smoke.pod_selector("kgn-gpu-docker") == \
+        "kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/smoke-node=kgn-gpu-docker"
 
 
 def test_long_node_names_make_valid_names_and_label_values():
@@ -328,7 +331,8 @@ def test_long_node_names_make_valid_names_and_label_values():
 
 
 def test_a_dra_stack_gets_a_claim_template_and_a_pod_that_uses_it():
-    entry = {"resources": [], "smoke": {"claim": {"api_version": "resource.k8s.io/v1", "device_class": "gpu.nvidia.com"}}}
+    claim = {"api_version": "resource.k8s.io/v1", "device_class": "gpu.nvidia.com"}
+    entry = {"resources": [], "smoke": {"claim": claim}}
     spec = smoke.pod_spec("nvidia_dra", entry)
     template, pod = smoke.pod_objects("gpu1", spec, "ubuntu:24.04")
     assert template["kind"] == "ResourceClaimTemplate" and template["apiVersion"] == "resource.k8s.io/v1"
