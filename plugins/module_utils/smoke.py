@@ -9,10 +9,10 @@ the API host) run what this plans and hand back what they read; everything here 
   parse_smi_list   ``nvidia-smi -L`` text -> GPUs and MIG devices
   cri_runtime      the CRI's default runtime handler (what kubelet's pods run with) from containerd's config
   judge_engine     the engine smoke's result: ok, no GPU visible, failed (with its cause) or skipped
-  pod_spec         what the pod smoke of a stack requests and what its log must prove (from the stack catalog)
-  pod_objects      the objects of one pod smoke (a pod pinned to the node; a DRA claim template where a stack has one)
-  judge_pod        the pod smoke's result from the pod, its events and its log
+  judge_output     what the workload printed, against the host (both smokes)
+  CAUSES           every cause either smoke names, with what it means and what to do
   smoke_checks     the verify checks (engine_smoke, pod_smoke) with their diagnosis, and the report cell
+The pod smoke's own decisions (its objects, when to stop waiting, its verdict) are in smoke_pod.py.
 
 What the smoke workload runs is one fixed command (SCRIPT): it prints, between marker lines, what the runtime put
 into the container. It decides nothing; parse_output and the judges read it.
@@ -25,18 +25,8 @@ Sources:
           v1.7.24; ``--device`` takes a CDI name only from commit d3887b2e6 (first in v2.0.0).
   [PROC]  NVIDIA/open-gpu-kernel-modules kernel-open/nvidia/nv-procfs.c: /proc/driver/nvidia/gpus/<bus>/information
           ("GPU UUID: \\t %s", "Device Minor: \\t %u").
-  [FIT]   kubernetes pkg/scheduler/framework/plugins/noderesources/fit.go: "Insufficient %v" (the FailedScheduling
-          message when no node offers a resource).
-  [GPUSHARE] AliyunContainerService/gpushare-device-plugin pkg/gpu/nvidia/const.go and allocate.go (commit
-          0f2eade8): ALIYUN_COM_GPU_MEM_CONTAINER (the memory given), NVIDIA_VISIBLE_DEVICES
-          "no-gpu-has-<N><unit>-to-run" when the allocation failed.
-  [HAMI]  Project-HAMi/HAMi pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go (commit 057ea14b):
-          CUDA_DEVICE_MEMORY_LIMIT_<i>=<MiB>m per GPU.
-  [EGPU]  elastic-ai/elastic-gpu-agent pkg/plugins/gpushare.go (commit 294dd56f): env GPU=<hash> and
-          NVIDIA_VISIBLE_DEVICES=none; the GPU is a device node of its own under /host/dev.
 """
 
-import hashlib
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -69,7 +59,7 @@ ENV_KEPT = re.compile(r"^(NVIDIA_|ALIYUN_COM_GPU_|CUDA_|GPU$|CDI_)")
 STATUSES = ("ok", "no_gpu", "failed", "skipped")
 
 
-def _require(value, choices, what):
+def choice(value, choices, what):
     if value not in choices:
         raise KgnError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
     return value
@@ -133,8 +123,8 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
     runtime handler (``cri``: its runtime_type and BinaryName, from cri_runtime), as kubelet's pods get it; CDI
     devices through ctr only from containerd 2.0 [CTR]. CRI-O runs containers only through the CRI: skipped, the pod
     smoke covers it. ``skip`` says why when nothing can be run."""
-    _require(engine, ENGINES, "the engine")
-    _require(mode, MODES, "the runtime mode")
+    choice(engine, ENGINES, "the engine")
+    choice(mode, MODES, "the runtime mode")
     image = normalize_image(image, engine)
     plan = {"engine": engine, "mode": mode, "image": image, "name": name, "run": [], "cleanup": [], "exists": [],
             "image_present": [], "pull": [], "skip": ""}
@@ -397,7 +387,7 @@ CAUSES = {
 }
 
 
-def _first(text):
+def first_line(text):
     for line in str(text or "").splitlines():
         if line.strip():
             return line.strip()
@@ -408,12 +398,12 @@ def host_view(smi_rc, smi_text, pci_gpus=0, smi_found=True):
     """What the host shows: ``{listed, gpus, error, pci_gpus, smi_found, present}`` from the host's own
     ``nvidia-smi -L`` (and the GPUs lspci sees when nvidia-smi cannot answer)."""
     parsed = parse_smi_list(smi_text if smi_rc == 0 else "")
-    return {"listed": smi_rc == 0, "gpus": parsed["gpus"], "error": "" if smi_rc == 0 else _first(smi_text),
+    return {"listed": smi_rc == 0, "gpus": parsed["gpus"], "error": "" if smi_rc == 0 else first_line(smi_text),
             "pci_gpus": int(pci_gpus or 0), "smi_found": bool(smi_found),
             "present": bool(parsed["gpus"]) or bool(pci_gpus)}
 
 
-def _result(status, cause, summary, **extra):
+def verdict(status, cause, summary, **extra):
     result = {"status": status, "cause": cause, "summary": summary}
     result.update(extra)
     return result
@@ -449,7 +439,7 @@ def _refusal(stderr, host):
     return "failed", "container_failed", words
 
 
-def _seen_summary(seen):
+def seen_summary(seen):
     gpus = seen["smi"]["gpus"]
     migs = [m for g in gpus for m in g["mig"]]
     text = ", ".join(f"GPU {g['index']}: {g['name']} ({g['uuid']})" for g in gpus)
@@ -459,7 +449,7 @@ def _seen_summary(seen):
 def _compare(seen, host):
     """Same GPUs as the host (by UUID); MIG devices the container lists must be the host's."""
     if not host["listed"]:
-        return "ok", "", (f"{len(seen['smi']['gpus'])} GPU(s) seen: {_seen_summary(seen)}; the host's nvidia-smi "
+        return "ok", "", (f"{len(seen['smi']['gpus'])} GPU(s) seen: {seen_summary(seen)}; the host's nvidia-smi "
                           f"did not answer ({host['error'] or 'not found'}), so not compared")
     want = {g["uuid"] for g in host["gpus"]}
     got = {g["uuid"] for g in seen["smi"]["gpus"]}
@@ -476,7 +466,7 @@ def _compare(seen, host):
         return "failed", "gpu_mismatch", (f"the container sees {len(got)} GPU(s), the host {len(want)}: "
                                           f"{'; '.join(problems)}")
     mig_note = (f"; {len(got_mig)} of the host's {len(host_mig)} MIG devices listed" if host_mig else "")
-    return "ok", "", f"{len(got)} GPU(s), as on the host: {_seen_summary(seen)}{mig_note}"
+    return "ok", "", f"{len(got)} GPU(s), as on the host: {seen_summary(seen)}{mig_note}"
 
 
 def judge_output(seen, host):
@@ -505,7 +495,7 @@ def judge_output(seen, host):
     if "couldn't communicate with the nvidia driver" in lower or "no devices were found" in lower:
         if not host["present"]:
             return "no_gpu", "no_gpu_visible", (f"no GPU visible: the runtime injected nvidia-smi, which finds no GPU "
-                                                f"({_first(text)}), as on the host")
+                                                f"({first_line(text)}), as on the host")
         if "no devices were found" in lower:
             return "failed", "no_device_injected", f"nvidia-smi in the container: {text}"
         return "failed", "driver_unreachable", f"nvidia-smi in the container: {text}"
@@ -522,282 +512,28 @@ def judge_engine(plan, host, run=None, image=None, engine_state=None):
     error, check_mode}``; ``engine_state``: ``{answered, error}``. Returns ``{status, cause, summary, seen}``."""
     image = image or {}
     if plan.get("skip"):
-        return _result("skipped", "", f"skipped: {plan['skip']}")
+        return verdict("skipped", "", f"skipped: {plan['skip']}")
     if engine_state is not None and not engine_state.get("answered"):
-        return _result("failed", "engine_unavailable",
-                       f"{plan['engine']} did not answer: {_first(engine_state.get('error')) or 'no answer'}")
+        return verdict("failed", "engine_unavailable",
+                       f"{plan['engine']} did not answer: {first_line(engine_state.get('error')) or 'no answer'}")
     if not image.get("present"):
         if image.get("check_mode"):
-            return _result("skipped", "", f"skipped: the image {plan['image']} is not on the node and a check-mode "
+            return verdict("skipped", "", f"skipped: the image {plan['image']} is not on the node and a check-mode "
                                           "run pulls nothing")
-        return _result("failed", "image_missing", f"the image {plan['image']} is not on the node and the pull failed: "
-                                                  f"{_first(image.get('error')) or 'pulling is off'}")
+        return verdict("failed", "image_missing", f"the image {plan['image']} is not on the node and the pull failed: "
+                                                  f"{first_line(image.get('error')) or 'pulling is off'}")
     if run is None:
-        return _result("skipped", "", "skipped: not run")
+        return verdict("skipped", "", "skipped: not run")
     if run.get("timed_out"):
-        return _result("failed", "timeout", f"the container did not finish in {run.get('timeout')} s")
+        return verdict("failed", "timeout", f"the container did not finish in {run.get('timeout')} s")
     seen = parse_output(run.get("stdout"))
     if not seen["started"]:
         status, cause, words = _refusal(run.get("stderr") or run.get("stdout"), host)
         summary = (f"no GPU visible: the nvidia runtime found no GPU to give the container ({words})"
                    if status == "no_gpu" else f"{plan['engine']} could not start the container: {words}")
-        return _result(status, cause, summary, seen=seen)
+        return verdict(status, cause, summary, seen=seen)
     status, cause, summary = judge_output(seen, host)
-    return _result(status, cause, summary, seen=seen)
-
-
-# --- the pod smoke -------------------------------------------------------------------------------------
-
-
-def pod_spec(stack, entry, override=None):
-    """What the pod smoke of ``stack`` requests and what its log must prove: ``{limits, gpus, env, claim}``. From the
-    stack catalog entry's ``smoke`` (``limits``; ``gpus``: required (nvidia-smi in the pod lists the GPU(s)) or
-    optional; ``env``: {variable: value, or "*" for any}; ``claim``: a DRA claim template), else one of each
-    resource the stack advertises, so that a new stack needs no code here. ``override`` (a dict of limits) replaces
-    the limits (e.g. nvidia.com/mig-1g.10gb with the mixed MIG strategy)."""
-    entry = entry if isinstance(entry, dict) else {}
-    smoke = dict(entry.get("smoke") or {})
-    limits = dict(smoke.get("limits") or {r: 1 for r in entry.get("allocatable") or entry.get("resources") or []})
-    if override:
-        if not isinstance(override, dict) or not override:
-            raise KgnError(f"the pod smoke's limits for {stack} must be a mapping of resource -> amount, got "
-                           f"{override!r}")
-        limits = dict(override)
-    if not limits and not smoke.get("claim"):
-        raise KgnError(f"stack {stack} has no resource for a pod to request (its catalog entry names none)")
-    gpus = smoke.get("gpus", "required")
-    _require(gpus, ("required", "optional"), f"the smoke's gpus of stack {stack}")
-    return {"stack": stack, "limits": limits, "gpus": gpus, "env": dict(smoke.get("env") or {}),
-            "claim": smoke.get("claim")}
-
-
-def _dns_label(text, limit=63):
-    text = re.sub(r"[^a-z0-9-]+", "-", str(text).lower()).strip("-")
-    if len(text) <= limit:
-        return text
-    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
-    return f"{text[:limit - 9].rstrip('-')}-{digest}"
-
-
-def label_value(text):
-    """A node name as a label value (63 characters at most, [A-Za-z0-9._-])."""
-    text = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-._")
-    if len(text) <= 63:
-        return text
-    return f"{text[:54].rstrip('-._')}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
-
-
-def pod_name(node, stack):
-    return _dns_label(f"{NAME}-{stack.replace('_', '-')}-{node}")
-
-
-def pod_selector(node):
-    return f"{LABEL}=pod,{NODE_LABEL}={label_value(node)}"
-
-
-def pod_objects(node, spec, image, namespace="default", scheduler_name="", tolerations=None, deadline=300):
-    """The objects of one pod smoke, in the order they are created: a ResourceClaimTemplate when the stack's smoke
-    has a DRA ``claim`` (``{api_version, device_class, count}``), then the pod. The pod runs SCRIPT once
-    (restartPolicy Never), is pinned to ``node`` through the scheduler (nodeAffinity on metadata.name, so the
-    scheduler, its extenders and the stack's own scheduler decide as for any pod), asks for ``spec['limits']``,
-    tolerates ``tolerations`` and is stopped by the kubelet after ``deadline`` seconds."""
-    if not node:
-        raise KgnError("the pod smoke needs the node's name in the API")
-    name = pod_name(node, spec["stack"])
-    labels = {LABEL: "pod", NODE_LABEL: label_value(node)}
-    container = {
-        "name": "smoke",
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", SCRIPT],
-        "resources": {"limits": {k: str(v) for k, v in sorted(spec["limits"].items())}},
-    }
-    pod_spec_ = {
-        "restartPolicy": "Never",
-        "activeDeadlineSeconds": int(deadline),
-        "terminationGracePeriodSeconds": 5,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
-        "tolerations": list(tolerations or []),
-        "containers": [container],
-    }
-    if scheduler_name:
-        pod_spec_["schedulerName"] = scheduler_name
-    objects = []
-    claim = spec.get("claim")
-    if claim:
-        template = {"apiVersion": claim["api_version"], "kind": "ResourceClaimTemplate",
-                    "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-                    "spec": {"spec": {"devices": {"requests": [
-                        {"name": "gpu", "exactly": {"deviceClassName": claim["device_class"],
-                                                    "count": int(claim.get("count", 1))}}
-                        if claim.get("exactly", True) else
-                        {"name": "gpu", "deviceClassName": claim["device_class"], "count": int(claim.get("count", 1))}
-                    ]}}}}
-        objects.append(template)
-        pod_spec_["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": name}]
-        container["resources"]["claims"] = [{"name": "gpu"}]
-    objects.append({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)}, "spec": pod_spec_})
-    return objects
-
-
-def scheduler_name(stack, stacks_plan):
-    """The schedulerName a pod of ``stack`` needs: HAMi's own scheduler, the second kube-scheduler of a managed
-    control plane (the stacks plan's ``secondary``) for a stack with an extender, else the default ("")."""
-    plan = stacks_plan if isinstance(stacks_plan, dict) else {}
-    own = plan.get("hami") or {}
-    if stack == "hami" and own.get("enabled", True) and own.get("name"):
-        return own["name"]
-    secondary = plan.get("secondary") or {}
-    entry = (plan.get("catalog") or {}).get(stack) or {}
-    if secondary.get("enabled") and entry.get("extender") and secondary.get("name"):
-        return secondary["name"]
-    return ""
-
-
-# Container waiting reasons after which a pod will not get further on its own (kubelet's reasons).
-FINAL_WAITING = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError")
-
-
-def _conditions(pod):
-    return {c.get("type"): c for c in ((pod.get("status") or {}).get("conditions") or []) if isinstance(c, dict)}
-
-
-def _container_state(pod):
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return (statuses[0].get("state") or {}) if statuses else {}
-
-
-def pod_phase(pod):
-    """The pod's phase; a pod the API server stored without one is Pending (what the API server sets on create)."""
-    return ((pod or {}).get("status") or {}).get("phase") or "Pending"
-
-
-def pod_done(pod, host_has_gpu=True, stack_resources=()):
-    """Whether waiting longer cannot change the pod's outcome: it ended, a container is stuck in a final waiting
-    reason, or (on a node without a GPU) the scheduler found no room for the stack's resource."""
-    if pod is None or pod_phase(pod) in ("Succeeded", "Failed"):
-        return True
-    waiting = _container_state(pod).get("waiting") or {}
-    if waiting.get("reason") in FINAL_WAITING:
-        return True
-    scheduled = _conditions(pod).get("PodScheduled") or {}
-    if not host_has_gpu and scheduled.get("status") == "False":
-        message = str(scheduled.get("message") or "")
-        return any(f"Insufficient {r}" in message for r in stack_resources)
-    return False
-
-
-def _event_text(events, reasons=None):
-    texts = []
-    for event in sorted(events or [], key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or "")):
-        if reasons is None or event.get("reason") in reasons:
-            texts.append(f"{event.get('reason')}: {_first(event.get('message'))}")
-    return texts
-
-
-def _proof(seen, spec, host_uuids):
-    """What the log proves about the GPU and the limit: ``(cause, problems, shown)``."""
-    problems, shown = [], []
-    gpus = seen["smi"]["gpus"]
-    devices = [m["uuid"] for g in gpus for m in g["mig"]] or [g["uuid"] for g in gpus]
-    if gpus:
-        shown.append(_seen_summary(seen))
-        foreign = sorted({g["uuid"] for g in gpus} - set(host_uuids)) if host_uuids else []
-        if foreign:
-            problems.append(f"GPU(s) not on the host: {', '.join(foreign)}")
-        whole = spec["limits"].get("nvidia.com/gpu")
-        if spec["stack"] == "nvidia_device_plugin" and whole and str(whole).isdigit() and len(devices) != int(whole):
-            problems.append(f"{len(devices)} device(s) seen for nvidia.com/gpu: {whole}")
-    elif spec["gpus"] == "required":
-        problems.append("nvidia-smi listed no GPU")
-    cause = "pod_no_gpu" if problems else ""
-    for key, value in sorted(spec["env"].items()):
-        found = seen["env"].get(key)
-        if found is None or (value != "*" and str(found) != str(value)):
-            problems.append(f"{key}={found if found is not None else '(unset)'} (want {value})")
-            cause = cause or "pod_limit_missing"
-        else:
-            shown.append(f"{key}={found}")
-    return cause, problems, shown
-
-
-def judge_pod(pod, spec, events=None, log="", host=None, waited=0, timeout=0, lease=None, create_error=""):
-    """One pod smoke's result: ``{status, cause, summary, phase}``. ``pod``: the pod as the API showed it last (None
-    when it could not be created or is gone); ``events``: its events; ``log``: what it printed; ``host``: host_view
-    of its node (None: unknown, not compared); ``lease``: the default scheduler's leader lease when no scheduler acted
-    (``{holder, renewed_ago}``, or {} when there is none)."""
-    host = host or {"present": True, "gpus": [], "listed": False, "smi_found": True, "pci_gpus": 0, "error": ""}
-    if pod is None:
-        if create_error:
-            return _result("failed", "pod_create_failed", f"not created: {_first(create_error)}", phase="")
-        return _result("failed", "pod_failed", "the pod disappeared before it finished", phase="")
-    phase = pod_phase(pod)
-    status = pod.get("status") or {}
-    conditions = _conditions(pod)
-    state = _container_state(pod)
-    scheduled = conditions.get("PodScheduled") or {}
-    failed_scheduling = _event_text(events, ("FailedScheduling",))
-    if phase == "Succeeded" or (phase == "Failed" and parse_output(log)["started"]):
-        seen = parse_output(log)
-        cause, problems, shown = _proof(seen, spec, [g["uuid"] for g in host.get("gpus") or []])
-        if phase == "Succeeded" and not problems:
-            return _result("ok", "", f"Succeeded; saw {'; '.join(shown) or 'its resource'}", phase=phase)
-        judged, judged_cause, words = judge_output(seen, host)
-        if judged != "ok" and (judged_cause != "gpu_mismatch"):
-            return _result(judged, judged_cause, f"{phase}: {words}", phase=phase)
-        return _result("failed", cause or "pod_failed", f"{phase}, but {'; '.join(problems)}", phase=phase)
-    if phase == "Failed":
-        terminated = state.get("terminated") or {}
-        reason = status.get("reason") or terminated.get("reason") or "Failed"
-        message = _first(status.get("message") or terminated.get("message"))
-        cause = "pod_admission_failed" if reason == "UnexpectedAdmissionError" else "pod_failed"
-        tail = f"; log: {_first(log)}" if _first(log) else ""
-        return _result("failed", cause, f"Failed: {reason}{': ' + message if message else ''}{tail}", phase=phase)
-    waiting = state.get("waiting") or {}
-    if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"):
-        return _result("failed", "pod_image_pull", f"{phase}: {waiting['reason']}: {_first(waiting.get('message'))}",
-                       phase=phase)
-    if waiting.get("reason") in FINAL_WAITING:
-        return _result("failed", "pod_sandbox_failed",
-                       f"{phase}: {waiting['reason']}: {_first(waiting.get('message'))}", phase=phase)
-    sandbox = _event_text(events, ("FailedCreatePodSandBox", "FailedCreatePodContainer", "Failed"))
-    if sandbox and phase == "Pending" and scheduled.get("status") == "True":
-        return _result("failed", "pod_sandbox_failed", f"{phase}: {sandbox[-1]}", phase=phase)
-    message = ""
-    if scheduled.get("status") == "False":
-        message = _first(scheduled.get("message")) or (failed_scheduling[-1] if failed_scheduling else "")
-    elif failed_scheduling and scheduled.get("status") != "True":
-        message = failed_scheduling[-1]
-    if message:
-        wanted = [r for r in spec["limits"] if f"Insufficient {r}" in message]
-        if wanted:
-            if not host.get("present"):
-                return _result("no_gpu", "no_gpu_visible", f"no GPU visible: Pending, {message} (the node has no GPU, "
-                                                           "so no device plugin offers it)", phase=phase)
-            return _result("failed", "pod_insufficient", f"Pending: {message}", phase=phase)
-        if "extender" in message.lower() or re.search(r"(Post|Get) \"?https?://", message):
-            return _result("failed", "pod_extender_error", f"Pending: {message}", phase=phase)
-        return _result("failed", "pod_unschedulable", f"Pending: {message}", phase=phase)
-    if phase == "Pending" and scheduled.get("status") != "True" and not (pod.get("spec") or {}).get("nodeName"):
-        who = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
-        if who == "default-scheduler" and lease is not None:
-            holder = (f"the lease kube-system/kube-scheduler was last renewed {lease['renewed_ago']} s ago by "
-                      f"{lease.get('holder') or '?'}" if lease.get("holder") else
-                      "no kube-scheduler holds the lease kube-system/kube-scheduler")
-        else:
-            holder = f"is {who} running?"
-        return _result("failed", "pod_not_scheduled", f"Pending after {int(waited)} s: not scheduled, no condition "
-                                                      f"and no event from {who} ({holder})", phase=phase)
-    if phase in ("Pending", "Running"):
-        last = _event_text(events)
-        return _result("failed", "pod_timeout", f"{phase} after {int(waited)} s (limit {int(timeout)} s)"
-                                                f"{': ' + last[-1] if last else ''}", phase=phase)
-    return _result("failed", "pod_failed", f"phase {phase}", phase=phase)
+    return verdict(status, cause, summary, seen=seen)
 
 
 # --- into verify ---------------------------------------------------------------------------------------

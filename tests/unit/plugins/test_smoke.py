@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, smoke
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, smoke, smoke_pod
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog
 
@@ -294,20 +294,20 @@ def test_image_missing_timeout_and_check_mode():
 
 def test_every_stack_in_the_catalog_has_a_pod_spec_and_a_new_stack_needs_no_code():
     for name, entry in stack_catalog().items():
-        spec = smoke.pod_spec(name, entry)
+        spec = smoke_pod.pod_spec(name, entry)
         assert spec["limits"], name
-    new = smoke.pod_spec("future", {"resources": ["example.com/vgpu", "example.com/vgpu-mem"]})
+    new = smoke_pod.pod_spec("future", {"resources": ["example.com/vgpu", "example.com/vgpu-mem"]})
     assert new["limits"] == {"example.com/vgpu": 1, "example.com/vgpu-mem": 1} and new["gpus"] == "required"
-    assert smoke.pod_spec("nvidia_device_plugin", stack_catalog()["nvidia_device_plugin"],
+    assert smoke_pod.pod_spec("nvidia_device_plugin", stack_catalog()["nvidia_device_plugin"],
                           {"nvidia.com/mig-1g.10gb": 1})["limits"] == {"nvidia.com/mig-1g.10gb": 1}
     with pytest.raises(KgnError, match="no resource for a pod to request"):
-        smoke.pod_spec("empty", {})
+        smoke_pod.pod_spec("empty", {})
 
 
 def test_the_pod_is_pinned_through_the_scheduler_and_asks_for_the_stacks_resource():
-    spec = smoke.pod_spec("gpushare", stack_catalog()["gpushare"])
+    spec = smoke_pod.pod_spec("gpushare", stack_catalog()["gpushare"])
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    (pod,) = smoke.pod_objects("kgn-gpu-docker", spec, "ubuntu:24.04", "default", "", tolerations, 120)
+    (pod,) = smoke_pod.pod_objects("kgn-gpu-docker", spec, "ubuntu:24.04", "default", "", tolerations, 120)
     assert pod["metadata"]["name"] == "kgn-gpu-smoke-gpushare-kgn-gpu-docker"
     assert pod["metadata"]["labels"] == {"kube-gpu-nodes.io/smoke": "pod",
                                          "kube-gpu-nodes.io/smoke-node": "kgn-gpu-docker"}
@@ -318,23 +318,23 @@ def test_the_pod_is_pinned_through_the_scheduler_and_asks_for_the_stacks_resourc
     assert pod["spec"]["containers"][0]["resources"] == {"limits": {"aliyun.com/gpu-mem": "1"}}
     assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["activeDeadlineSeconds"] == 120
     assert pod["spec"]["tolerations"] == tolerations and "schedulerName" not in pod["spec"]
-    assert smoke.pod_selector("kgn-gpu-docker") == \
+    assert smoke_pod.pod_selector("kgn-gpu-docker") == \
         "kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/smoke-node=kgn-gpu-docker"
 
 
 def test_long_node_names_make_valid_names_and_label_values():
     node = "gpu-" + "x" * 80 + ".example.internal"
-    name = smoke.pod_name(node, "nvidia_device_plugin")
+    name = smoke_pod.pod_name(node, "nvidia_device_plugin")
     assert len(name) <= 63 and name == name.lower()
-    assert len(smoke.label_value(node)) <= 63
-    assert smoke.pod_name(node, "hami") != smoke.pod_name(node + "2", "hami")
+    assert len(smoke_pod.label_value(node)) <= 63
+    assert smoke_pod.pod_name(node, "hami") != smoke_pod.pod_name(node + "2", "hami")
 
 
 def test_a_dra_stack_gets_a_claim_template_and_a_pod_that_uses_it():
     claim = {"api_version": "resource.k8s.io/v1", "device_class": "gpu.nvidia.com"}
     entry = {"resources": [], "smoke": {"claim": claim}}
-    spec = smoke.pod_spec("nvidia_dra", entry)
-    template, pod = smoke.pod_objects("gpu1", spec, "ubuntu:24.04")
+    spec = smoke_pod.pod_spec("nvidia_dra", entry)
+    template, pod = smoke_pod.pod_objects("gpu1", spec, "ubuntu:24.04")
     assert template["kind"] == "ResourceClaimTemplate" and template["apiVersion"] == "resource.k8s.io/v1"
     assert template["spec"]["spec"]["devices"]["requests"] == [
         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]
@@ -346,10 +346,10 @@ def test_the_scheduler_name_follows_the_stacks_plan():
     plan = {"hami": {"enabled": True, "name": "hami-scheduler"}, "secondary": {"enabled": True,
                                                                                 "name": "kgn-gpu-scheduler"},
             "catalog": stack_catalog()}
-    assert smoke.scheduler_name("hami", plan) == "hami-scheduler"
-    assert smoke.scheduler_name("gpushare", plan) == "kgn-gpu-scheduler"
-    assert smoke.scheduler_name("nvidia_device_plugin", plan) == ""
-    assert smoke.scheduler_name("gpushare", {}) == ""
+    assert smoke_pod.scheduler_name("hami", plan) == "hami-scheduler"
+    assert smoke_pod.scheduler_name("gpushare", plan) == "kgn-gpu-scheduler"
+    assert smoke_pod.scheduler_name("nvidia_device_plugin", plan) == ""
+    assert smoke_pod.scheduler_name("gpushare", {}) == ""
 
 
 def pod(phase="Pending", conditions=(), waiting=None, terminated=None, node_name="", reason="", message=""):
@@ -367,35 +367,35 @@ def unschedulable(message):
     return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
 
 
-DP = smoke.pod_spec("nvidia_device_plugin", stack_catalog()["nvidia_device_plugin"])
-GS = smoke.pod_spec("gpushare", stack_catalog()["gpushare"])
-HAMI = smoke.pod_spec("hami", stack_catalog()["hami"])
+DP = smoke_pod.pod_spec("nvidia_device_plugin", stack_catalog()["nvidia_device_plugin"])
+GS = smoke_pod.pod_spec("gpushare", stack_catalog()["gpushare"])
+HAMI = smoke_pod.pod_spec("hami", stack_catalog()["hami"])
 
 
 def test_a_succeeded_pod_whose_log_shows_the_hosts_gpu_is_ok():
-    result = smoke.judge_pod(pod("Succeeded"), DP, log=workload(H100_L), host=h100_host())
+    result = smoke_pod.judge_pod(pod("Succeeded"), DP, log=workload(H100_L), host=h100_host())
     assert result == {"status": "ok", "cause": "", "phase": "Succeeded",
                       "summary": f"Succeeded; saw GPU 0: NVIDIA H100 80GB HBM3 ({H100_UUID})"}
 
 
 def test_the_memory_sharing_stacks_must_show_the_limit_they_were_given():
     env = {"NVIDIA_VISIBLE_DEVICES": H100_UUID, "ALIYUN_COM_GPU_MEM_CONTAINER": "1", "ALIYUN_COM_GPU_MEM_DEV": "80"}
-    ok = smoke.judge_pod(pod("Succeeded"), GS, log=workload(H100_L, env=env), host=h100_host())
+    ok = smoke_pod.judge_pod(pod("Succeeded"), GS, log=workload(H100_L, env=env), host=h100_host())
     assert ok["status"] == "ok" and ok["summary"].endswith("ALIYUN_COM_GPU_MEM_CONTAINER=1")
     del env["ALIYUN_COM_GPU_MEM_CONTAINER"]
-    missing = smoke.judge_pod(pod("Succeeded"), GS, log=workload(H100_L, env=env), host=h100_host())
+    missing = smoke_pod.judge_pod(pod("Succeeded"), GS, log=workload(H100_L, env=env), host=h100_host())
     assert (missing["status"], missing["cause"]) == ("failed", "pod_limit_missing")
     assert "ALIYUN_COM_GPU_MEM_CONTAINER=(unset) (want 1)" in missing["summary"]
-    hami = smoke.judge_pod(pod("Succeeded"), HAMI, log=workload(H100_L, env={"CUDA_DEVICE_MEMORY_LIMIT_0": "1024m"}),
-                           host=h100_host())
+    limited = workload(H100_L, env={"CUDA_DEVICE_MEMORY_LIMIT_0": "1024m"})
+    hami = smoke_pod.judge_pod(pod("Succeeded"), HAMI, log=limited, host=h100_host())
     assert hami["status"] == "ok" and "CUDA_DEVICE_MEMORY_LIMIT_0=1024m" in hami["summary"]
 
 
 def test_a_succeeded_pod_that_saw_no_gpu_names_what_its_log_says():
     log = workload("Failed to initialize NVML: Driver/library version mismatch", rc=18)
-    result = smoke.judge_pod(pod("Succeeded"), DP, log=log, host=h100_host())
+    result = smoke_pod.judge_pod(pod("Succeeded"), DP, log=log, host=h100_host())
     assert (result["status"], result["cause"]) == ("failed", "driver_library_mismatch")
-    two = smoke.judge_pod(pod("Succeeded"), DP, log=workload(MIG_L), host=smoke.host_view(0, MIG_L))
+    two = smoke_pod.judge_pod(pod("Succeeded"), DP, log=workload(MIG_L), host=smoke.host_view(0, MIG_L))
     assert two["cause"] == "pod_no_gpu" and "2 device(s) seen for nvidia.com/gpu: 1" in two["summary"]
 
 
@@ -427,32 +427,32 @@ def test_a_succeeded_pod_that_saw_no_gpu_names_what_its_log_says():
 ])
 def test_a_pod_that_does_not_get_there_says_why_from_its_status_and_events(p, events, host, status, cause, words):
     view = h100_host() if host == "h100" else no_gpu_host()
-    result = smoke.judge_pod(p, DP, events=events, host=view, waited=30, timeout=30)
+    result = smoke_pod.judge_pod(p, DP, events=events, host=view, waited=30, timeout=30)
     assert (result["status"], result["cause"]) == (status, cause), result
     assert words in result["summary"], result["summary"]
 
 
 def test_a_pod_no_scheduler_acted_on_names_the_lease():
     stored = {"metadata": {"name": "p"}, "spec": {}, "status": {}}  # an API server that stores only: no phase
-    assert smoke.pod_phase(stored) == "Pending"
-    none = smoke.judge_pod(stored, DP, host=no_gpu_host(), waited=10, timeout=10, lease={})
+    assert smoke_pod.pod_phase(stored) == "Pending"
+    none = smoke_pod.judge_pod(stored, DP, host=no_gpu_host(), waited=10, timeout=10, lease={})
     assert none["cause"] == "pod_not_scheduled"
     assert none["summary"] == ("Pending after 10 s: not scheduled, no condition and no event from default-scheduler "
                                "(no kube-scheduler holds the lease kube-system/kube-scheduler)")
-    held = smoke.judge_pod(stored, DP, host=h100_host(), waited=10, lease={"holder": "cp1_abc", "renewed_ago": 2})
+    held = smoke_pod.judge_pod(stored, DP, host=h100_host(), waited=10, lease={"holder": "cp1_abc", "renewed_ago": 2})
     assert "last renewed 2 s ago by cp1_abc" in held["summary"]
     own = dict(stored, spec={"schedulerName": "hami-scheduler"})
-    assert "is hami-scheduler running?" in smoke.judge_pod(own, HAMI, waited=10)["summary"]
-    assert smoke.judge_pod(None, DP, create_error='namespaces "gpu" not found')["cause"] == "pod_create_failed"
+    assert "is hami-scheduler running?" in smoke_pod.judge_pod(own, HAMI, waited=10)["summary"]
+    assert smoke_pod.judge_pod(None, DP, create_error='namespaces "gpu" not found')["cause"] == "pod_create_failed"
 
 
 def test_waiting_ends_early_only_when_nothing_can_change():
-    assert smoke.pod_done(pod("Succeeded"))
-    assert smoke.pod_done(pod(waiting={"reason": "ErrImagePull"}))
+    assert smoke_pod.pod_done(pod("Succeeded"))
+    assert smoke_pod.pod_done(pod(waiting={"reason": "ErrImagePull"}))
     insufficient = pod(conditions=[unschedulable("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")])
-    assert not smoke.pod_done(insufficient, host_has_gpu=True, stack_resources=["nvidia.com/gpu"])
-    assert smoke.pod_done(insufficient, host_has_gpu=False, stack_resources=["nvidia.com/gpu"])
-    assert not smoke.pod_done(pod())
+    assert not smoke_pod.pod_done(insufficient, host_has_gpu=True, stack_resources=["nvidia.com/gpu"])
+    assert smoke_pod.pod_done(insufficient, host_has_gpu=False, stack_resources=["nvidia.com/gpu"])
+    assert not smoke_pod.pod_done(pod())
 
 
 # --- into verify ---------------------------------------------------------------------------------------
