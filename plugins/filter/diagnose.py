@@ -26,7 +26,7 @@ import re
 import string
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke, verify
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 STATUSES = ("ok", "warn", "failed", "skipped", "pending")
@@ -49,6 +49,8 @@ CONCERNS = {
     "scheduler_health": ("kube_scheduler",),
     "extender_reachable": ("kube_scheduler", "stacks"),
     "stack_args": ("stacks",),
+    "engine_smoke": ("nvidia_driver", "nvidia_container_toolkit", "container_runtime"),
+    "pod_smoke": ("nvidia_driver", "nvidia_container_toolkit", "container_runtime", "node_labels", "stacks"),
 }
 NO_GPU = "no NVIDIA GPU present on this node"
 NO_API = "skipped: no API"
@@ -75,6 +77,7 @@ TITLES = {
     "node_annotations": "the stack's device plugin registered the node's GPUs (node annotation)",
     "own_scheduler_ready": "the stack's own scheduler ready (its extender answers)",
     "webhook_registered": "the stack's mutating webhook registered with its CA",
+    **smoke.TITLES,  # engine_smoke, pod_smoke: checks with their own diagnosis (module_utils/smoke.py)
 }
 
 
@@ -512,6 +515,8 @@ def verify_checks(observed, expected):
         if expected.get("mig_layout") not in ("", None):  # MIG not managed: no check, nothing to show
             checks.append(_mig_check(observed.get("mig"), expected))
         checks += _api_checks(observed.get("api"), expected, gpu_present, runtime_failed)
+        ran = observed.get("smoke") or {}
+        checks += smoke.smoke_checks(ran.get("engine"), ran.get("pod"))
     if "control_plane" in kinds:
         checks += _scheduler_checks(_need_dict(observed.get("scheduler"), "observed.scheduler"), expected)
         checks += _stack_checks(observed.get("api"), expected)
@@ -601,7 +606,8 @@ def diagnose(checks, catalog):
                 item = {"id": entry["id"], "cause": _fill(entry["cause"], check), "fix": _fill(entry["fix"], check),
                         "source": entry.get("source", "")}
                 (fallback if entry.get("fallback") else found).append(item)
-            check["diagnosis"] = found or fallback
+            # a check that carries its own diagnosis (the smoke checks) keeps it when the catalog has nothing
+            check["diagnosis"] = found or fallback or list(check.get("diagnosis") or [])
         else:
             check["diagnosis"] = []
         result.append(check)

@@ -8,12 +8,13 @@ Filters (documentation: the sidecar ``<filter>.yml`` files):
   report_text      the report -> a plain-text table for the console
 
 Columns of the per-run report (roles/gpu_node_verify/README.md): host, role, GPU model x count, driver,
-CUDA, runtime and its default, scheduler config variant, labels, stack, verdict.
+CUDA, runtime and its default, scheduler config variant, labels, stack, the smoke tests (engine; pod), verdict.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import smoke_cell
 
 COLUMNS = (
     ("host", "host"),
@@ -26,6 +27,7 @@ COLUMNS = (
     ("scheduler", "scheduler config"),
     ("labels", "labels"),
     ("stack", "stack"),
+    ("smoke", "smoke (engine; pod)"),
     ("verdict", "verdict"),
 )
 _ROLE_NAMES = {"control_plane": "control plane", "gpu_node": "GPU node"}
@@ -137,6 +139,7 @@ def report_row(observed, expected, checks, verdict):
         "scheduler": _scheduler_cell(scheduler, checks),
         "labels": _labels_cell(checks) if gpu_node else "-",
         "stack": _stack_cell(expected, checks),
+        "smoke": smoke_cell(checks) if gpu_node else "-",
         "verdict": verdict,
         "checks": checks,
     }

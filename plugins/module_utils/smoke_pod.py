@@ -32,6 +32,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import (
     seen_summary,
     verdict,
 )
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import STACKS, stack_catalog
 
 
 def pod_spec(stack, entry, override=None):
@@ -129,15 +130,16 @@ def pod_objects(node, spec, image, namespace="default", scheduler_name="", toler
     return objects
 
 
-def scheduler_name(stack, stacks_plan):
-    """The schedulerName a pod of ``stack`` needs: HAMi's own scheduler, the second kube-scheduler of a managed
-    control plane (the stacks plan's ``secondary``) for a stack with an extender, else the default ("")."""
-    plan = stacks_plan if isinstance(stacks_plan, dict) else {}
-    own = plan.get("hami") or {}
+def scheduler_name(stack, schedulers):
+    """The schedulerName a pod of ``stack`` needs, from the stacks plan's ``hami`` and ``secondary`` (``schedulers``):
+    HAMi's own scheduler for hami (its webhook would set it; set here so that no webhook is needed), the second
+    kube-scheduler of a managed control plane for a stack with an extender, else the default ("")."""
+    schedulers = schedulers if isinstance(schedulers, dict) else {}
+    own = schedulers.get("hami") or {}
     if stack == "hami" and own.get("enabled", True) and own.get("name"):
         return own["name"]
-    secondary = plan.get("secondary") or {}
-    entry = (plan.get("catalog") or {}).get(stack) or {}
+    secondary = schedulers.get("secondary") or {}
+    entry = stack_catalog([stack])[stack] if stack in STACKS else {}
     if secondary.get("enabled") and entry.get("extender") and secondary.get("name"):
         return secondary["name"]
     return ""

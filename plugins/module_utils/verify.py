@@ -136,10 +136,17 @@ def _mig(state: dict) -> dict:
             "problems": mig.live_problems(plan, gpus) if plan.get("managed") else []}
 
 
+def _smoke(result: object) -> dict | None:
+    """A smoke module's result (gpu_smoke, gpu_pod_smoke), or None when the smoke did not run (off, a task Ansible
+    skipped)."""
+    return dict(result) if isinstance(result, dict) and "summary" in result else None
+
+
 def verify_observed(probe: object, states: object, api: object = None) -> dict:
-    """The observations of one host in the shape the checks read: ``{gpu, runtime, device_plugin,
+    """The observations of one host in the shape the checks read: ``{gpu, runtime, device_plugin, mig, smoke,
     scheduler, api}`` from the recorded states (``{concern: kgn_state_<concern>}``), the probe (the
-    gpu_node_probe module's ``observed``) and the API's answer."""
+    gpu_node_probe module's ``observed``, with ``smoke``: the gpu_smoke and gpu_pod_smoke results) and the API's
+    answer."""
     if not isinstance(probe, dict) or not isinstance(states or {}, dict):
         raise KgnError("verify_observed: the probe's observed and the states must be mappings")
     states = states or {}
@@ -150,6 +157,7 @@ def verify_observed(probe: object, states: object, api: object = None) -> dict:
                                        _state(states, "nvidia_container_toolkit"), probe)
         observed["device_plugin"] = probe.get("device_plugin") or {}
         observed["mig"] = _mig(_state(states, "nvidia_mig"))
+        observed["smoke"] = {kind: _smoke((probe.get("smoke") or {}).get(kind)) for kind in ("engine", "pod")}
     if probe.get("control_plane"):
         observed["scheduler"] = _scheduler(_state(states, "kube_scheduler"), probe)
     return observed

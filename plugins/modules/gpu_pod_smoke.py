@@ -41,8 +41,10 @@ options:
     description: Per stack, the limits to ask for instead of the catalog's (e.g. nvidia.com/mig-1g.10gb for MIG mixed).
     type: dict
     default: {}
-  scheduler_names:
-    description: Per stack, the schedulerName its pods need (HAMi's own, a second kube-scheduler); missing is default.
+  schedulers:
+    description:
+      - The stacks plan's C(hami) (HAMi's own kube-scheduler) and C(secondary) (the second kube-scheduler of a managed
+        control plane); the pods of the stacks they schedule get their schedulerName. Empty, the default scheduler.
     type: dict
     default: {}
   image:
@@ -200,7 +202,7 @@ def main() -> None:
             "stacks": {"type": "list", "elements": "str", "default": []},
             "host": {"type": "dict", "default": {}},
             "limits": {"type": "dict", "default": {}},
-            "scheduler_names": {"type": "dict", "default": {}},
+            "schedulers": {"type": "dict", "default": {}},
             "image": {"type": "str", "default": smoke.DEFAULT_IMAGE},
             "namespace": {"type": "str", "default": "default"},
             "tolerations": {"type": "list", "elements": "dict",
@@ -234,7 +236,8 @@ def main() -> None:
     pods = []
     for spec in specs:
         objects = smoke_pod.pod_objects(p["node_name"], spec, p["image"], p["namespace"],
-                                    p["scheduler_names"].get(spec["stack"]) or "", p["tolerations"], p["timeout"])
+                                        smoke_pod.scheduler_name(spec["stack"], p["schedulers"]), p["tolerations"],
+                                        p["timeout"])
         rc, out, err = kubectl(module, p, ["create", "-f", "-", "--output=name"],
                                data=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
         pods.append({"stack": spec["stack"], "spec": spec, "name": objects[-1]["metadata"]["name"],

@@ -559,3 +559,48 @@ def test_a_check_mode_run_that_would_fix_a_check_calls_it_pending_not_failed():
     assert (verdict, checks["extender_reachable"]["status"]) == ("failed", "failed")
     assert d.verify_verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "failed"}]) == "failed"
     assert d.verify_verdict([{"id": "a", "status": "pending"}, {"id": "b", "status": "warn"}]) == "pending"
+
+
+# --- the smoke tests (module_utils/smoke.py) ------------------------------------------------------------------
+
+ENGINE_NO_GPU = {"status": "no_gpu", "cause": "no_gpu_visible", "engine": "docker", "mode": "legacy",
+                 "summary": "no GPU visible: the runtime injected nvidia-smi, which finds no GPU (NVIDIA-SMI has "
+                            "failed because it couldn't communicate with the NVIDIA driver.), as on the host"}
+ENGINE_NOTHING = {"status": "failed", "cause": "no_device_injected", "engine": "docker", "mode": "legacy",
+                  "summary": "the container ran but got no nvidia-smi and no /dev/nvidia*, while the host has the "
+                             "driver's nvidia-smi: the GPU request was ignored"}
+POD_UNSCHEDULED = {"status": "failed", "deleted": True, "summary": "",
+                   "pods": [{"stack": "gpushare", "status": "failed", "cause": "pod_not_scheduled",
+                             "summary": "Pending after 10 s: not scheduled, no condition and no event from "
+                                        "default-scheduler (no kube-scheduler holds the lease "
+                                        "kube-system/kube-scheduler)"}]}
+
+
+def with_smoke(engine=None, pod=None, **kwargs):
+    observed = node(**kwargs)
+    observed["smoke"] = {"engine": engine, "pod": pod}
+    return observed
+
+
+def test_the_engine_smoke_on_a_gpu_less_node_degrades_and_a_runtime_that_injects_nothing_fails():
+    checks, verdict = judge(with_smoke(ENGINE_NO_GPU))
+    assert checks["engine_smoke"]["status"] == "warn" and verdict == "degraded"
+    assert causes(checks["engine_smoke"]) == ["smoke_no_gpu_visible"]
+    checks, verdict = judge(with_smoke(ENGINE_NOTHING))
+    assert checks["engine_smoke"]["status"] == "failed" and verdict == "failed"
+    assert causes(checks["engine_smoke"]) == ["smoke_no_device_injected"]
+    assert "default runtime not nvidia" in checks["engine_smoke"]["diagnosis"][0]["cause"]
+
+
+def test_a_smoke_that_did_not_run_adds_no_check_and_a_waived_pod_smoke_degrades():
+    checks, _ = judge(with_smoke(None, None))
+    assert "engine_smoke" not in checks and "pod_smoke" not in checks
+    checks, verdict = judge(with_smoke(None, POD_UNSCHEDULED), dict(NODE_EXPECTED, waived=["pod_smoke"]))
+    assert checks["pod_smoke"]["status"] == "warn" and verdict == "degraded"
+    assert checks["pod_smoke"]["summary"].endswith("(waived on this inventory)")
+    assert causes(checks["pod_smoke"]) == ["smoke_pod_not_scheduled"]
+
+
+def test_the_smoke_checks_are_pending_when_a_check_mode_run_would_change_the_runtime():
+    checks, verdict = judge(with_smoke(ENGINE_NOTHING), dict(NODE_EXPECTED, pending=["container_runtime"]))
+    assert checks["engine_smoke"]["status"] == "pending" and verdict == "pending"

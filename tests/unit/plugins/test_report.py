@@ -93,7 +93,8 @@ def test_markdown_and_text_carry_the_table_and_the_fix():
     report = r.report([row_for(node(runtime=runtime), NODE_EXPECTED)], {"generated": "x"})
     markdown = r.report_markdown(report)
     assert (
-        "| host | role | GPU | driver | CUDA | runtime (default) | MIG | scheduler config | labels | stack | verdict |"
+        "| host | role | GPU | driver | CUDA | runtime (default) | MIG | scheduler config | labels | stack "
+        "| smoke (engine; pod) | verdict |"
         in markdown
     )
     assert "| gpu1 | GPU node | Tesla T4 x 1 | 535.309.01 | 12.2 | docker (runc) |" in markdown
@@ -140,3 +141,14 @@ def test_an_adopted_driver_says_so_in_the_driver_column():
     assert row["driver"] == "450.248.02 (adopted, not loaded)"
     gpu = {"present": True, "adopted": {"version": "450.248.02"}, "kernel_driver_version": "450.248.02"}
     assert row_for(node(gpu=gpu), NODE_EXPECTED)["driver"] == "450.248.02 (module, adopted)"
+
+
+def test_the_smoke_column_says_what_each_smoke_saw():
+    from test_diagnose import ENGINE_NO_GPU, POD_UNSCHEDULED, with_smoke
+
+    row = row_for(with_smoke(ENGINE_NO_GPU, POD_UNSCHEDULED), NODE_EXPECTED)
+    assert row["smoke"] == "engine: no GPU visible; pod: FAILED (pod not scheduled)"
+    assert row_for(node(), NODE_EXPECTED)["smoke"] == "-"
+    assert row_for({"scheduler": SCHED_OK, "api": {}}, CP_EXPECTED)["smoke"] == "-"
+    text = r.report_text(r.report([row], {}))
+    assert "cause: the pod stays Pending and no scheduler acted on it" in text

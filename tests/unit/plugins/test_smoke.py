@@ -343,9 +343,8 @@ def test_a_dra_stack_gets_a_claim_template_and_a_pod_that_uses_it():
 
 
 def test_the_scheduler_name_follows_the_stacks_plan():
-    plan = {"hami": {"enabled": True, "name": "hami-scheduler"}, "secondary": {"enabled": True,
-                                                                                "name": "kgn-gpu-scheduler"},
-            "catalog": stack_catalog()}
+    plan = {"hami": {"enabled": True, "name": "hami-scheduler"},
+            "secondary": {"enabled": True, "name": "kgn-gpu-scheduler"}}
     assert smoke_pod.scheduler_name("hami", plan) == "hami-scheduler"
     assert smoke_pod.scheduler_name("gpushare", plan) == "kgn-gpu-scheduler"
     assert smoke_pod.scheduler_name("nvidia_device_plugin", plan) == ""

@@ -95,3 +95,12 @@ def test_only_a_run_that_is_a_check_as_a_whole_has_pending_concerns():
 def test_bad_input_is_refused():
     with pytest.raises(KgnError):
         verify_observed(None, {})
+
+
+def test_the_smoke_results_reach_the_observations_and_a_skipped_task_is_no_smoke():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_observed
+
+    probe = {"gpu_node": True, "smoke": {"engine": {"status": "ok", "summary": "1 GPU(s)"},
+                                         "pod": {"skipped": True, "changed": False, "false_condition": "x"}}}
+    observed = verify_observed(probe, {})
+    assert observed["smoke"] == {"engine": {"status": "ok", "summary": "1 GPU(s)"}, "pod": None}
