@@ -188,7 +188,64 @@ case_foreign_device_plugin() {
     || fail "our device plugin is not back"
 }
 
-cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
+smoke_checks() {  # smoke_checks ENGINE_STATUS ENGINE_CAUSE: both GPU nodes' smoke checks in the latest report
+  python3 - "$top/reports/latest/report.json" "$1" "$2" "$DOCKER_NODE" "$CTRD_NODE" <<'PY'
+import json, sys
+report, status, cause, nodes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+rows = {r["host"]: r for r in json.load(open(report))["rows"]}
+for node in nodes:
+    checks = {c["id"]: c for c in rows[node]["checks"]}
+    engine, pod = checks["engine_smoke"], checks["pod_smoke"]
+    print(f"{node}: smoke column: {rows[node]['smoke']}; verdict {rows[node]['verdict']}")
+    print(f"  engine_smoke {engine['status']}: {engine['summary']}")
+    print(f"  pod_smoke {pod['status']}: {pod['summary']}")
+    assert engine["status"] == status and [d["id"] for d in engine["diagnosis"]] == [f"smoke_{cause}"], engine
+    assert engine["evidence"]["cleanup"]["gone"], engine["evidence"]
+    # the lab's API server runs no scheduler: the pod stays Pending, is reported so, and is deleted
+    assert pod["status"] == "warn" and "not scheduled" in pod["summary"], pod
+    assert pod["evidence"]["deleted"] and pod["evidence"]["pods"][0]["lifecycle"][-1]["what"] == "deleted", pod
+PY
+}
+
+standin_calls() {  # standin_calls NODE SINCE_LINE: what the stand-in nvidia-container-runtime logged since that line
+  on "$1" "tail -n +$(($2 + 1)) /var/log/nvidia-container-runtime-standin.log 2>/dev/null || true"
+}
+
+case_runtime_injects_nothing() {
+  say "the nvidia runtime binary is swapped for one that runs runc and injects nothing: only the engine smoke sees it"
+  local node kubectl='kubectl --kubeconfig /etc/kubernetes/admin.conf' limit="$DOCKER_NODE:$CTRD_NODE:localhost"
+  declare -A mark
+  for node in $DOCKER_NODE $CTRD_NODE; do
+    mark[$node]=$(on $node 'wc -l </var/log/nvidia-container-runtime-standin.log 2>/dev/null || echo 0')
+  done
+  ok_run smoke-healthy playbooks/verify.yml --limit "$limit"
+  smoke_checks warn no_gpu_visible || fail "the healthy smoke rows are not 'no GPU visible'"
+  for node in $DOCKER_NODE $CTRD_NODE; do
+    calls=$(standin_calls $node "${mark[$node]}")
+    for call in " create " " start " " delete " "injected /usr/bin/nvidia-smi"; do
+      grep -qF -- "$call" <<<"$calls" || fail "$node: the stand-in runtime logged no '$call' for the smoke container"
+    done
+    on $node '! docker ps -aq --filter name=kgn-gpu-smoke 2>/dev/null | grep -q . &&
+      ! ctr -n k8s.io containers list -q 2>/dev/null | grep -qx kgn-gpu-smoke' || fail "$node: a smoke container is left"
+  done
+  for node in kgn-cp-kubeadm kgn-cp-kubeasz; do
+    on $node "! $kubectl get pods -A -l kube-gpu-nodes.io/smoke -o name | grep -q ." || fail "$node: a smoke pod is left"
+  done
+  for node in $DOCKER_NODE $CTRD_NODE; do
+    on $node 'cp -p /usr/bin/nvidia-container-runtime /root/nvidia-container-runtime.fault &&
+      printf "#!/bin/sh\nexec runc \"\$@\"\n" >/usr/bin/nvidia-container-runtime'
+  done
+  run smoke-fault playbooks/verify.yml --limit "$limit"
+  smoke_checks failed no_device_injected || fail "the swapped runtime is not reported by the engine smoke"
+  said smoke-fault "the GPU request was ignored"
+  ok_run smoke-repair playbooks/container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
+  said smoke-repair "/usr/bin/nvidia-container-runtime differs from the package"
+  ok_run smoke-repaired playbooks/verify.yml --limit "$limit"
+  smoke_checks warn no_gpu_visible || fail "after the repair the smoke rows are not 'no GPU visible' again"
+  unchanged smoke-again playbooks/container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
+}
+
+cases=(runtime_binary_gone runtime_injects_nothing containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
        scheduler_restart_interrupted config_unreadable stack_removed foreign_device_plugin)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
