@@ -446,7 +446,7 @@ def seen_summary(seen):
     return text + (f"; {len(migs)} MIG device(s)" if migs else "")
 
 
-def _compare(seen, host):
+def compare(seen, host):
     """Same GPUs as the host (by UUID); MIG devices the container lists must be the host's."""
     if not host["listed"]:
         return "ok", "", (f"{len(seen['smi']['gpus'])} GPU(s) seen: {seen_summary(seen)}; the host's nvidia-smi "
@@ -475,13 +475,11 @@ def judge_output(seen, host):
     text = " ".join(smi["other"])
     lower = text.lower()
     if smi["gpus"] and smi["rc"] == 0:
-        return _compare(seen, host)
+        return compare(seen, host)
     if "error while loading shared libraries" in lower:
         return "failed", "image_lacks_glibc", f"nvidia-smi was injected but cannot load: {text}"
     if "driver/library version mismatch" in lower:
         return "failed", "driver_library_mismatch", text
-    if "failed to initialize nvml: unknown error" in lower:
-        return "failed", "nvml_unknown_error", text
     if smi["rc"] == 127 or "not found" in lower:  # no nvidia-smi in the container
         if seen["gpu_devices"]:
             return "failed", "utilities_not_injected", (f"{', '.join('/dev/' + d for d in seen['gpu_devices'])} "
@@ -492,17 +490,16 @@ def judge_output(seen, host):
             return "failed", "no_device_injected", (f"the container ran but got no nvidia-smi and no /dev/nvidia*, "
                                                     f"while {why}: the GPU request was ignored")
         return "no_gpu", "no_gpu_visible", "no GPU visible: no NVIDIA driver or GPU on the host, none in the container"
-    if "couldn't communicate with the nvidia driver" in lower or "no devices were found" in lower:
-        if not host["present"]:
-            return "no_gpu", "no_gpu_visible", (f"no GPU visible: the runtime injected nvidia-smi, which finds no GPU "
-                                                f"({first_line(text)}), as on the host")
-        if "no devices were found" in lower:
-            return "failed", "no_device_injected", f"nvidia-smi in the container: {text}"
+    # nvidia-smi was injected and ran, but listed no GPU
+    if not host["present"]:
+        return "no_gpu", "no_gpu_visible", (f"no GPU visible: the runtime injected nvidia-smi, which lists none "
+                                            f"({first_line(text) or 'exit code ' + str(smi['rc'])}), as on the host")
+    if "failed to initialize nvml: unknown error" in lower:
+        return "failed", "nvml_unknown_error", text
+    if "couldn't communicate with the nvidia driver" in lower:
         return "failed", "driver_unreachable", f"nvidia-smi in the container: {text}"
-    if not smi["gpus"] and smi["rc"] == 0:
-        if not host["present"]:
-            return "no_gpu", "no_gpu_visible", "no GPU visible: nvidia-smi lists none, as on the host"
-        return "failed", "no_device_injected", "nvidia-smi in the container lists no GPU"
+    if "no devices were found" in lower or smi["rc"] == 0:
+        return "failed", "no_device_injected", f"nvidia-smi in the container lists no GPU{': ' + text if text else ''}"
     return "failed", "smi_failed", f"nvidia-smi in the container: {text or 'exit code ' + str(smi['rc'])}"
 
 
@@ -586,14 +583,20 @@ def smoke_checks(engine_result=None, pod_result=None):
 
 
 def smoke_cell(checks):
-    """The report's smoke column: ``engine: <status>; pod: <status>`` ("-" when no smoke ran)."""
-    words = {"ok": "ok", "warn": "no GPU visible", "failed": "FAILED", "skipped": "skipped", "pending": "pending"}
+    """The report's smoke column: ``engine: <what>; pod: <what>`` ("-" when no smoke ran)."""
     parts = []
     for check in checks or []:
         if check.get("id") not in TITLES:
             continue
-        part = words.get(check.get("status"), check.get("status"))
-        if check.get("status") == "failed" and check.get("diagnosis"):
-            part += f" ({check['diagnosis'][0]['id'][len('smoke_'):].replace('_', ' ')})"
+        status = check.get("status")
+        cause = ((check.get("diagnosis") or [{}])[0].get("id") or "")[len("smoke_"):].replace("_", " ")
+        if status == "warn" and cause == "no gpu visible":
+            part = "no GPU visible"
+        elif status == "warn" and str(check.get("summary") or "").endswith("(waived on this inventory)"):
+            part = f"waived ({cause})" if cause else "waived"
+        elif status in ("failed", "warn", "pending"):
+            part = f"{'FAILED' if status == 'failed' else status} ({cause})" if cause else status
+        else:
+            part = status
         parts.append(f"{check['id'].split('_')[0]}: {part}")
     return "; ".join(parts) or "-"

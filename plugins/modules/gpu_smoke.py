@@ -151,23 +151,23 @@ def engine_state(module, engine, cri_plugin):
     return {"answered": True, "error": "", "version": "", "cri": {}}
 
 
+def present(module, plan):
+    """Whether the smoke container exists (the engine knows it)."""
+    rc, _, _ = host.run(module, plan["exists"], timeout=30)
+    return rc == 0
+
+
 def cleanup(module, plan):
-    """Run the plan's cleanup commands; True when something was removed."""
-    removed = False
+    """Remove the smoke container when it exists: ``(was there, errors)``."""
+    if not present(module, plan):
+        return False, []
     errors = []
     for argv in plan["cleanup"]:
-        rc, _, err = host.run(module, argv, timeout=60)
-        if rc == 0:
-            removed = True
-        elif err and "no such" not in err.lower() and "not found" not in err.lower():
-            errors.append(err.strip().splitlines()[0])
-    return removed, errors
-
-
-def gone(module, plan):
-    """Whether the smoke container is gone (the engine no longer knows it)."""
-    rc, _, _ = host.run(module, plan["exists"], timeout=30)
-    return rc != 0
+        rc, out, err = host.run(module, argv, timeout=60)
+        words = (err or out or "").strip()
+        if rc != 0 and words and "no such" not in words.lower() and "not found" not in words.lower():
+            errors.append(words.splitlines()[0])
+    return True, errors
 
 
 def ensure_image(module, plan, p):
@@ -232,7 +232,7 @@ def main() -> None:
     if run is not None:
         result.update(argv=plan["run"], exit_code=run["rc"], stdout=run["stdout"][-TAIL:], stderr=run["stderr"][-TAIL:],
                       runtime=runtime,
-                      cleanup={"leftover": leftover, "removed": removed, "gone": gone(module, plan),
+                      cleanup={"leftover": leftover, "removed": removed, "gone": not present(module, plan),
                                "error": "; ".join(errors)})
         if not result["cleanup"]["gone"]:
             result["summary"] += f"; the container {plan['name']} could not be removed ({result['cleanup']['error']})"

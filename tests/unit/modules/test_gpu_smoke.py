@@ -68,6 +68,7 @@ def test_containerd_runs_ctr_with_the_cri_handlers_binary_and_no_gpu_is_said(tmp
             "run": {"out": printed(NO_DRIVER, rc=9)}}
     result, folder = smoke(tmp_path, monkeypatch, node, engine="containerd", image="kgn-lab/gpu-smoke:local")
     assert result["cause"] == "no_gpu_visible" and result["summary"].startswith("no GPU visible: the runtime injected")
+    assert result["cleanup"] == {"leftover": False, "removed": True, "gone": True, "error": ""}
     run = next(c for c in calls(folder) if c[0] == "ctr" and "run" in c)
     assert run[run.index("--runc-binary") + 1] == "/usr/bin/nvidia-container-runtime"
     assert run[:3] == ["ctr", "--namespace", "k8s.io"]

@@ -564,8 +564,8 @@ def test_a_check_mode_run_that_would_fix_a_check_calls_it_pending_not_failed():
 # --- the smoke tests (module_utils/smoke.py) ------------------------------------------------------------------
 
 ENGINE_NO_GPU = {"status": "no_gpu", "cause": "no_gpu_visible", "engine": "docker", "mode": "legacy",
-                 "summary": "no GPU visible: the runtime injected nvidia-smi, which finds no GPU (NVIDIA-SMI has "
-                            "failed because it couldn't communicate with the NVIDIA driver.), as on the host"}
+                 "summary": "no GPU visible: the runtime injected nvidia-smi, which lists none (Failed to initialize "
+                            "NVML: Unknown Error), as on the host"}
 ENGINE_NOTHING = {"status": "failed", "cause": "no_device_injected", "engine": "docker", "mode": "legacy",
                   "summary": "the container ran but got no nvidia-smi and no /dev/nvidia*, while the host has the "
                              "driver's nvidia-smi: the GPU request was ignored"}

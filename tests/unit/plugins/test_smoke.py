@@ -219,10 +219,20 @@ def test_nothing_injected_while_the_host_has_the_driver_is_a_failure_even_withou
 def test_injected_nvidia_smi_that_finds_no_driver_on_a_gpu_less_host_is_no_gpu_visible():
     result = smoke.judge_engine(docker_plan(), no_gpu_host(), run(workload(NO_DRIVER, rc=9)), PRESENT)
     assert (result["status"], result["cause"]) == ("no_gpu", "no_gpu_visible")
-    assert result["summary"].startswith("no GPU visible: the runtime injected nvidia-smi, which finds no GPU")
+    assert result["summary"].startswith("no GPU visible: the runtime injected nvidia-smi, which lists none (NVIDIA-SMI")
     # the same words on a host with GPUs: the devices were not handed in
     assert smoke.judge_engine(docker_plan(), h100_host(), run(workload(NO_DRIVER, rc=9)), PRESENT)["cause"] == \
         "driver_unreachable"
+
+
+def test_nvml_failing_in_the_container_of_a_gpu_less_host_is_no_gpu_visible():
+    # what NVIDIA's 550 nvidia-smi, injected by the lab's stand-in runtime, printed in the lab's containers
+    out = workload("Failed to initialize NVML: Unknown Error", rc=255)
+    result = smoke.judge_engine(docker_plan(), no_gpu_host(), run(out), PRESENT)
+    assert (result["status"], result["cause"]) == ("no_gpu", "no_gpu_visible")
+    assert result["summary"] == ("no GPU visible: the runtime injected nvidia-smi, which lists none (Failed to "
+                                 "initialize NVML: Unknown Error), as on the host")
+    assert smoke.judge_engine(docker_plan(), h100_host(), run(out), PRESENT)["cause"] == "nvml_unknown_error"
 
 
 def test_a_host_without_driver_and_gpu_and_a_container_without_either_is_no_gpu_visible():
@@ -470,3 +480,5 @@ def test_checks_and_the_report_cell():
     assert smoke.smoke_checks(None, None) == [] and smoke.smoke_cell([]) == "-"
     ok = smoke.engine_check({"status": "ok", "cause": "", "summary": "1 GPU(s), as on the host"})
     assert ok["diagnosis"] == [] and smoke.smoke_cell([ok]) == "engine: ok"
+    waived = dict(checks[1], status="warn", summary=checks[1]["summary"] + " (waived on this inventory)")
+    assert smoke.smoke_cell([waived]) == "pod: waived (pod not scheduled)"
