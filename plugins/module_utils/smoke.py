@@ -555,7 +555,7 @@ def engine_check(result):
         return None
     status = _CHECK_STATUS.get(result.get("status"), "failed")
     evidence = {k: result.get(k) for k in ("engine", "mode", "image", "runtime", "argv", "cause", "cleanup", "host",
-                                           "stderr") if k in result}
+                                           "stdout", "stderr") if k in result}
     return {"id": "engine_smoke", "title": TITLES["engine_smoke"], "status": status,
             "summary": result.get("summary") or "", "evidence": evidence,
             "diagnosis": _diagnosis(result.get("cause")) if status in ("failed", "warn") else []}
