@@ -23,6 +23,8 @@ Sources:
           expects the host's output; CDI requests ``nvidia.com/gpu=all``.
   [CTR]   containerd cmd/ctr/commands/run/run_unix.go: ``--runc-binary`` (io.containerd.runc.v2 only) in v1.6.20 and
           v1.7.24; ``--device`` takes a CDI name only from commit d3887b2e6 (first in v2.0.0).
+  [DCDI]  CDI in Docker: moby/moby#45134 (docker run --device <CDI name>), "available as an opt-in feature in Docker
+          as of Docker 25" (cncf-tags/container-device-interface#84, closing comment); the daemon's CDI feature on.
   [PROC]  NVIDIA/open-gpu-kernel-modules kernel-open/nvidia/nv-procfs.c: /proc/driver/nvidia/gpus/<bus>/information
           ("GPU UUID: \\t %s", "Device Minor: \\t %u").
 """
@@ -55,8 +57,6 @@ SCRIPT = ("echo 'kgn-smoke: nvidia-smi -L'; nvidia-smi -L 2>&1; echo \"kgn-smoke
           "echo 'kgn-smoke: env'; env; echo 'kgn-smoke: end'")
 # Environment keys kept from what the workload printed (the rest of its environment is not reported).
 ENV_KEPT = re.compile(r"^(NVIDIA_|ALIYUN_COM_GPU_|CUDA_|GPU$|CDI_)")
-
-STATUSES = ("ok", "no_gpu", "failed", "skipped")
 
 
 def choice(value, choices, what):
