@@ -46,7 +46,8 @@ step "setup: python venv and collections" bash scripts/setup.sh || finish
 source .venv/bin/activate
 
 pytest_run() {  # pytest exits 5 when it collects nothing, which is a failure here too
-  pytest -q -p no:cacheprovider "$@"
+  # one worker per core (pytest-xdist); a file's tests stay on one worker, so its module fixtures run once
+  pytest -q -p no:cacheprovider -n auto --dist loadfile "$@"
 }
 
 lint() {
@@ -54,7 +55,9 @@ lint() {
   # ANSIBLE_HOME of its own, as compat's: a copy of this collection in ~/.ansible/collections (left there by an
   # ansible-lint without --offline, from any checkout on the machine) would shadow this checkout's plugins
   step "lint: ansible-lint (production profile)" env "ANSIBLE_HOME=$top/.cache/ansible-home" ansible-lint --offline -q
-  step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods lab/standins/crio lab/standins/nvidia-repo/files/nvidia-container-runtime lab/roles/lab_gpu_node/files/smoke-image.py'
+  step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods lab/standins/crio \
+    lab/standins/crictl/crictl lab/standins/nvidia-repo/files/nvidia-ctk lab/standins/nvidia-repo/files/nvidia-container-runtime \
+    lab/roles/lab_gpu_node/files/smoke-image.py'
   step "lint: ansible-doc lists every kgn.gpu_nodes filter documented" bash -c \
     "ansible-doc -t filter -l kgn.gpu_nodes 2>&1 | grep -E '^kgn\.gpu_nodes\.' > $logs/filters.txt; cat $logs/filters.txt; \
      test -s $logs/filters.txt && ! grep -q UNDOCUMENTED $logs/filters.txt"
@@ -95,10 +98,12 @@ compat() {
         | grep -E "^\[(WARNING|ERROR)\]"; then exit 1; fi'
   # molecule/ is left out: its scenarios run on 2.19 only
   step "compat 2.16: lint: ansible-lint (production profile)" "${env216[@]}" ansible-lint --offline -q --exclude molecule/
-  step "compat 2.16: unit: pytest tests/unit" "${env216[@]}" pytest -q -p no:cacheprovider tests/unit
+  step "compat 2.16: unit: pytest tests/unit" "${env216[@]}" pytest -q -p no:cacheprovider -n auto --dist loadfile \
+    tests/unit
   # every render test but the lab's (Debian nodes, rendered on 2.19; the example inventories render here): the
   # four compat steps stay under four minutes
-  step "compat 2.16: render: pytest tests/render" "${env216[@]}" pytest -q -p no:cacheprovider tests/render \
+  step "compat 2.16: render: pytest tests/render" "${env216[@]}" pytest -q -p no:cacheprovider -n auto --dist loadfile \
+    tests/render \
     --ignore=tests/render/test_render_playbook.py
 }
 
@@ -146,7 +151,7 @@ lab() {
   step "lab: nvidia_driver_upgrade.yml upgrades one node's driver, cordoned then uncordoned" bash -o pipefail -c \
     'set -e; ansible-playbook playbooks/nvidia_driver_upgrade.yml --limit kgn-gpu-docker -e gpu_driver_version=535.309.01 \
        | tee .cache/test-logs/upgrade.out
-     grep -A2 "TASK \[Cordon the node\]" .cache/test-logs/upgrade.out | grep -q "changed: \[kgn-gpu-docker"
+     grep -A2 "TASK \[Cordon and drain the node" .cache/test-logs/upgrade.out | grep -q "changed: \[kgn-gpu-docker"
      grep -q "Need to get" .cache/test-logs/upgrade.out  # the role reports what the upgrade downloads
      ansible-playbook lab/playbooks/check_driver_upgrade.yml -e lab_upgrade_version=535.309.01'
   # The upgraded node no longer matches the lab's inventory (535.261.03): leave no lab that the next

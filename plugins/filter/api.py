@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import api
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import api, kube
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 
@@ -11,6 +11,8 @@ class FilterModule:
 
     def filters(self) -> dict:
         return wrap({
-            "api_nodes": api.api_nodes,
             "api_host": api.api_host,
+            "cluster_failures": api.cluster_failures,
+            "kube_api": kube.kube_api,
+            "kube_api_targets": kube.kube_api_targets,
         })

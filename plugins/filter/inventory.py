@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, dra, runtime, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 
 def _inputs(spec_doc) -> dict:
@@ -54,7 +55,10 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
         for options in role_inputs.values():
             given = {name: hv[name] for name in names if name in options}
             if given:
-                problems.extend(_input_value_problems(host, given, options))
+                typed = _input_value_problems(host, given, options)
+                problems.extend(typed)
+                if not typed:
+                    problems.extend(contract.input_problems(host, given))
     # Stack names and conflicts: the stack catalog decides. No control-plane host in the inventory means
     # nobody can give kube-scheduler an extender (a managed control plane), unless a second, in-cluster
     # kube-scheduler carries the extenders (gpu_sharing_stacks_secondary_scheduler, a cluster-wide setting
@@ -68,7 +72,31 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
         secondary = False
     problems.extend(stacks.stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane),
                                           secondary_scheduler=secondary))
+    problems.extend(_dra_problems(hostvars, stacks_by_node))
     return _merge_hosts(list(dict.fromkeys(problems)), sorted(set(control_plane) | set(gpu_nodes)))
+
+
+def _dra_problems(hostvars, stacks_by_node: dict) -> list[str]:
+    """nvidia_dra's refusals per GPU node (Kubernetes version, CDI in the runtime), before any host is touched."""
+    problems = []
+    for host, chosen in stacks_by_node.items():
+        if "nvidia_dra" not in (chosen or []):
+            continue
+        hv = hostvars[host]
+        observed = hv.get("kgn_observed_container_runtime")
+        try:
+            decided = runtime.runtime_mode({"mode": hv.get("nvidia_container_runtime_mode", "auto"),
+                                            "engine": hv.get("container_runtime", "auto"),
+                                            "kubernetes_version": hv.get("kubernetes_version"),
+                                            "toolkit_version": hv.get("nvidia_container_toolkit_version", "")},
+                                           observed if isinstance(observed, dict) else None)
+        except KgnError:
+            continue  # the runtime's own input checks say what is wrong with these settings
+        # an auto mode resting on assumed engine versions is the run's to decide on the node, not refused here
+        mode = None if decided["assumed"] and hv.get("nvidia_container_runtime_mode", "auto") == "auto" \
+            else decided["mode"]
+        problems.extend(dra.node_problems(host, chosen, hv.get("kubernetes_version"), mode))
+    return problems
 
 
 def _merge_hosts(problems: list[str], hosts: list[str]) -> list[str]:
@@ -92,4 +120,4 @@ class FilterModule:
     """Inventory contract filters."""
 
     def filters(self):
-        return {"inventory_problems": inventory_problems}
+        return {"inventory_problems": inventory_problems, **wrap({"hosts_with": contract.hosts_with})}

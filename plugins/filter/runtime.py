@@ -23,4 +23,6 @@ class FilterModule:
             "crio_dropin": runtime.crio_dropin,
             "toml_parse": runtime.toml_parse,
             "toml_emit": runtime.toml_emit,
+            "runtime_mode": runtime.runtime_mode,
+            "device_list_strategy": runtime.device_list_strategy,
         })

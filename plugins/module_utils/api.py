@@ -4,61 +4,35 @@ import json
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
-# What the roles read of a Node object (gpu_node_labels: labels, annotations; gpu_node_verify: the rest).
-# The kubectl options of the modules that talk to the API server (documented by the doc fragment
-# kgn.gpu_nodes.kubectl).
-KUBECTL_ARGS = {
-    "kubectl": {"type": "str", "default": "kubectl"},
-    "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
-    "request_timeout": {"type": "int", "default": 10},
-}
+# What the roles read of a Node object.
 _NODE_FIELDS = {
     "labels": ("metadata", "labels"),
     "annotations": ("metadata", "annotations"),
     "allocatable": ("status", "allocatable"),
     "capacity": ("status", "capacity"),
 }
+# What a read for verify leaves out of each object: bulky and never judged.
+_SLIM_META = ("managedFields",)
+_SLIM_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
 def _node_summary(node: dict, fields: list) -> dict:
     return {key: dict((node.get(_NODE_FIELDS[key][0]) or {}).get(_NODE_FIELDS[key][1]) or {}) for key in fields}
 
 
-def api_nodes(registered: object, fields: object = None) -> dict:
-    """Index `kubectl get nodes -o json` answers (a looped command's register) by API host and node name."""
-    name = "api_nodes"
-    fields = list(_NODE_FIELDS) if fields is None else fields
-    if not isinstance(fields, list) or not set(fields) <= set(_NODE_FIELDS):
-        raise KgnError(f"{name}: fields {fields!r} must be a list of {', '.join(_NODE_FIELDS)}")
-    results = registered.get("results") if isinstance(registered, dict) else registered
-    if not isinstance(results, list):
-        raise KgnError(
-            f"{name}: input must be the register of a command looped over API hosts (a dict with 'results'), "
-            f"not {type(registered).__name__}"
-        )
-    index: dict = {}
-    for result in results:
-        item = result.get("item") if isinstance(result, dict) else None
-        if not (isinstance(item, str) or (isinstance(item, dict) and "host" in item)):
-            raise KgnError(f"{name}: every result needs the loop item it ran for, the API host or a dict with 'host'")
-        if result.get("skipped"):
-            continue
-        host = item if isinstance(item, str) else item["host"]
-        error = ""
-        nodes: dict = {}
-        if result.get("unreachable") or result.get("rc", 1) != 0:
-            error = (result.get("stderr") or result.get("msg") or f"kubectl exited {result.get('rc')}").strip()
-            error = error.splitlines()[0] if error else ""
-        else:
-            try:
-                items = json.loads(result.get("stdout") or "")["items"]
-            except (ValueError, KeyError, TypeError) as exc:
-                error = f"kubectl get nodes did not answer with a node list ({exc})"
-            else:
-                nodes = {item["metadata"]["name"]: _node_summary(item, fields) for item in items}
-        index[host] = {"ok": not error, "error": error, "nodes": nodes}
-    return index
-
+def slim(item: dict) -> dict:
+    """An object as kubectl returned it, without what no check reads (managedFields, the last-applied annotation,
+    a node's image list): what the k8s_read module returns."""
+    item = dict(item)
+    meta = dict(item.get("metadata") or {})
+    for key in _SLIM_META:
+        meta.pop(key, None)
+    if meta.get("annotations"):
+        meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k not in _SLIM_ANNOTATIONS}
+    item["metadata"] = meta
+    if item.get("kind") == "Node" and isinstance(item.get("status"), dict):
+        item["status"] = {k: v for k, v in item["status"].items() if k != "images"}
+    return item
 
 
 # Groups that say nothing about which cluster a host belongs to.
@@ -104,6 +78,35 @@ def api_host(host: object, groups: object, hostvars: object) -> str:
         if in_group:
             return in_group[0]
     return control_planes[0]
+
+
+def cluster_members(host: object, groups: object) -> list:
+    """The hosts of ``host``'s cluster: its smallest group other than gpu_nodes, kube_control_plane, all and
+    ungrouped (the group api_host picks the control plane from); every host when it has none."""
+    if not isinstance(host, str) or not isinstance(groups, dict):
+        raise KgnError("cluster_members: give an inventory host name and the magic variable groups")
+    shared = sorted((len(members or []), index, list(members or []))
+                    for index, (group, members) in enumerate(groups.items())
+                    if group not in _NOT_A_CLUSTER and host in (members or []))
+    if shared:
+        return shared[0][2]
+    return sorted({h for members in groups.values() for h in members or []})
+
+
+def cluster_failures(host: object, groups: object, hostvars: object, play: object) -> list:
+    """The other control-plane hosts of ``host``'s cluster that stopped in ``play`` (their ``kgn_run_failure``
+    names it): the control planes of a cluster change one at a time, and the first failure stops the rest."""
+    if not isinstance(play, str):
+        raise KgnError(f"cluster_failures: play must be the play's name (ansible_play_name), got {play!r}")
+    members = cluster_members(host, groups)
+    found = []
+    for other in groups.get("kube_control_plane") or []:
+        if other == host or other not in members or other not in hostvars:
+            continue
+        failure = hostvars[other].get("kgn_run_failure") if hasattr(hostvars[other], "get") else None
+        if isinstance(failure, dict) and failure.get("play") == play:
+            found.append(other)
+    return found
 
 
 def node_list(answer: object) -> dict:
@@ -165,3 +168,30 @@ def _parsed(answer: object, what: str) -> dict:
         if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict) or "name" not in item["metadata"]:
             raise KgnError(f"{what} answered with an object that has no metadata.name")
     return answer
+
+
+def pods_using(answer: object, prefix: str = "nvidia.com/") -> list:
+    """The pods of a ``kubectl get pods -o json`` answer (text or parsed) that are not finished and ask for a
+    resource whose name starts with ``prefix`` (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb`` ...) in a container's
+    requests or limits, as sorted "namespace/name"."""
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer or "{}")
+        except ValueError as err:
+            raise KgnError(f"kubectl did not answer JSON ({err})") from None
+    if not isinstance(answer, dict):
+        raise KgnError("input must be the output of kubectl get pods -o json")
+    found = []
+    for pod in answer.get("items") or []:
+        spec = pod.get("spec") or {}
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+        for container in containers:
+            resources = container.get("resources") or {}
+            names = set(resources.get("requests") or {}) | set(resources.get("limits") or {})
+            if any(str(n).startswith(prefix) for n in names):
+                meta = pod.get("metadata") or {}
+                found.append(f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}")
+                break
+    return sorted(found)

@@ -8,11 +8,19 @@ controller-side filter passes in the hosts' variables and the roles' argument sp
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, runtime, scheduler, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels, mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED, version_string
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
+    ALLOW_NEWER,
+    KUBERNETES_SUPPORTED,
+    kubernetes_minor,
+    parse_version,
+    version_string,
+)
 
 STACKS = tuple(stacks._CATALOG)
 OBSERVED = ("container_runtime", "nvidia_driver", "nvidia_container_toolkit", "kube_scheduler", "node_labels",
@@ -25,6 +33,11 @@ CONTRACT = {
         "type": "str", "required": True,
         "values": f'`"{_OLDEST}"` … `"{_NEWEST}"`, quoted, e.g. `"1.23.1"`, `"v1.27.3"`, `"1.27.3+k3s1"`',
         "description": "the cluster's Kubernetes version",
+    },
+    ALLOW_NEWER: {
+        "type": "bool", "default": False,
+        "description": f"run a Kubernetes minor newer than {_NEWEST} (the newest known) with the {_NEWEST} config "
+                       "variant; the run and the report say so (docs/versions.md)",
     },
     "kube_scheduler_style": {
         "type": "str", "choices": ["auto", "kubeadm", "systemd"], "default": "auto",
@@ -67,7 +80,7 @@ CONTRACT = {
         "description": "the host that runs kubectl for this host's cluster (labels, stacks, verify, upgrades)",
     },
     "kube_api_kubeconfig": {
-        "type": "str", "default": "/etc/kubernetes/admin.conf",
+        "type": "str", "default": DEFAULT_KUBECONFIG,
         "description": "the kubeconfig kubectl uses on the API host",
     },
 }
@@ -122,7 +135,7 @@ def value_problems(host: str, variables: dict) -> list:
             problems.append(f"{host}: {name} is {value!r}; accepted values: {', '.join(choices)}")
     if "kubernetes_version" in variables and variables["kubernetes_version"] is not None:
         try:
-            scheduler.scheduler_variant(variables["kubernetes_version"])
+            scheduler.scheduler_variant(variables["kubernetes_version"], variables.get(ALLOW_NEWER) is True)
         except KgnError as err:
             problems.append(f"{host}: kubernetes_version: {err}")
     if "nvidia_mig_layout" in variables and variables["nvidia_mig_layout"] is not None:
@@ -131,6 +144,101 @@ def value_problems(host: str, variables: dict) -> list:
     if isinstance(version, str) and version and not DRIVER_VERSION.match(version):
         problems.append(f"{host}: gpu_driver_version is {version!r}; write NVIDIA's version, e.g. \"535.216.01\", "
                         'or "" to keep the installed one')
+    return problems
+
+
+# RFC 1123: a Kubernetes node name is a DNS subdomain, a namespace a DNS label.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"^(?=.{{1,253}}$){_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_DNS_LABEL_RE = re.compile(rf"^{_DNS_LABEL}$")
+
+
+def _node_name(name, value):
+    if isinstance(value, str) and _DNS_SUBDOMAIN.match(value):
+        return []
+    return [f"{name} is {value!r}; a Kubernetes node name is lower-case letters, digits, '-' and '.' (RFC 1123, at "
+            f"most 253 characters), as `kubectl get nodes` lists it"]
+
+
+def _namespace(name, value):
+    if isinstance(value, str) and _DNS_LABEL_RE.match(value):
+        return []
+    return [f"{name} is {value!r}; a namespace is lower-case letters, digits and '-' (RFC 1123, at most 63)"]
+
+
+def _ip_or_empty(name, value):
+    try:
+        if value == "" or ipaddress.ip_address(value):
+            return []
+    except ValueError:
+        pass
+    return [f"{name} is {value!r}; write the node's IP address, or \"\" to use the default-route address"]
+
+
+def _version_or_empty(name, value):
+    if value == "":
+        return []
+    try:
+        parse_version(value, name)
+    except KgnError as err:
+        return [str(err)]
+    return []
+
+
+def _driver_version(name, value):
+    if value == "" or (isinstance(value, str) and DRIVER_VERSION.match(value)):
+        return []
+    return [f"{name} is {value!r}; write NVIDIA's version, e.g. \"535.216.01\", or \"\" to keep the installed one"]
+
+
+def _kubernetes_version(name, value):
+    """A role's own copy of the Kubernetes version: well-formed and not older than the oldest supported (a minor
+    newer than the newest known is the modules' to refuse, as they know the role's allow_newer opt-in)."""
+    if value == "":
+        return []
+    try:
+        kubernetes_minor(value, name, newest=False)
+    except KgnError as err:
+        return [str(err)]
+    return []
+
+
+def _images(name, value):
+    return [f"{name}: {key} is {image!r}; write an image reference such as registry.example.com/repo/name:tag"
+            for key, image in (value or {}).items()
+            if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)]
+
+
+# Role inputs whose values the argument specs cannot check (free-form strings and mappings): checked here, in the
+# first play, by the same functions the modules use, so a bad value stops the run before any host is touched.
+INPUT_CHECKS = {
+    "gpu_node_labels_extra": lambda name, value: labels.extra_label_problems(value, name),
+    "gpu_node_verify_extra_labels": lambda name, value: labels.extra_label_problems(value, name),
+    "gpu_node_labels_node_name": _node_name,
+    "gpu_node_verify_node_name": _node_name,
+    "nvidia_mig_node_name": _node_name,
+    "gpu_sharing_stacks_namespace": _namespace,
+    "nvidia_mig_device_plugin_namespace": _namespace,
+    "kube_scheduler_extender_node_ip": _ip_or_empty,
+    "nvidia_driver_version": _driver_version,
+    "gpu_node_verify_driver_version": _driver_version,
+    "cuda_toolkit_driver_version": _driver_version,
+    "cuda_toolkit_version": _version_or_empty,
+    "nvidia_container_toolkit_version": _version_or_empty,
+    "kube_scheduler_extender_kubernetes_version": _kubernetes_version,
+    "gpu_sharing_stacks_kubernetes_version": _kubernetes_version,
+    "nvidia_container_runtime_kubernetes_version": _kubernetes_version,
+    "gpu_sharing_stacks_images": _images,
+}
+
+
+def input_problems(host: str, values: dict) -> list:
+    """What is wrong with the role inputs an inventory gives (beyond their argument specs' types and choices)."""
+    problems = []
+    for name, value in values.items():
+        check = INPUT_CHECKS.get(name)
+        if check is not None and value is not None:
+            problems += [f"{host}: {text}" for text in check(name, value)]
     return problems
 
 
@@ -175,3 +283,21 @@ def api_host_problems(host: str, variables: dict, inventory_hosts: set) -> list:
         return [f"{host}: kube_api_host is {value!r}, which is not a host of this inventory; name a "
                 "kube_control_plane host"]
     return []
+
+
+def hosts_with(hosts: object, hostvars: object, variable: str, present: bool = True) -> list:
+    """The hosts of ``hosts`` whose inventory or facts set ``variable`` to something not empty (a play's hosts picked
+    on the control machine, such as the GPU nodes with a MIG layout); with ``present`` false, those that do not.
+    ``hostvars`` undefined means every host: Ansible defines it only once the run's first play started, so the
+    first play of a playbook (and ``--syntax-check``) cannot tell, and the play's own tasks decide."""
+    if not isinstance(hosts, (list, tuple)):
+        raise KgnError(f"hosts_with: the input must be a list of inventory host names, got {hosts!r}")
+    if hostvars is None or not hasattr(hostvars, "get"):
+        return list(hosts)
+    found = []
+    for host in hosts:
+        own = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
+        value = own.get(variable) if hasattr(own, "get") else None
+        if (value not in (None, "", [], {})) == bool(present):
+            found.append(host)
+    return found

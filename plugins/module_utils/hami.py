@@ -6,10 +6,45 @@ sends every pod asking for a HAMi resource to that scheduler, and a device plugi
 labelled gpu=on. This project renders the kube-scheduler's config with its own per-version code
 (scheduler.scheduler_config, the variant each Kubernetes version reads) instead of the chart's coarse rule.
 
-Pinned release: v2.6.0, the newest HAMi release whose chart files could be read as one consistent set (the
-stored charts/hami/values.yaml sets global.imageTag "v2.6.0"; later releases, such as the 2.9 and 2.10 lines,
-were not readable file by file). Every fact below cites a file of the upstream repository
-https://github.com/Project-HAMi/HAMi (commit of the copy read in brackets):
+Pinned releases, one per Kubernetes range (the newest release the cluster's version supports; docs/versions.md,
+"Pinned components"):
+
+- v2.10.0 (2026-08-21) for Kubernetes 1.23 and newer: the newest release; its chart and files were read as one set
+  at the tag (Project-HAMi/HAMi, tag v2.10.0, commit 4707fb02). README.md "Prerequisites": "Kubernetes >= 1.23",
+  NVIDIA driver >= 440. charts/hami/Chart.yaml still says kubeVersion ">= 1.18.0-0" and the chart keeps its
+  pre-1.22 Policy branch; the project follows the README and keeps v2.6.0 below 1.23.
+- v2.6.0 for 1.18-1.22, the release this project pinned before (README "Kubernetes version >= 1.18").
+
+What v2.10.0 changes against v2.6.0, at the tag (charts/hami/templates/...):
+
+  scheduler/deployment.yaml  the extender runs with leader election (--leader-elect=true
+      --leader-elect-resource-name=<schedulerName> --leader-elect-resource-namespace=<namespace>, values
+      scheduler.leaderElect true) and gets POD_NAME/POD_NAMESPACE: it watches the leases of its namespace and counts
+      itself leader when the kube-scheduler of its own pod holds the lease (pkg/util/leaderelection), then labels its
+      pod hami.io/scheduler-role=leader (pkg/scheduler/scheduler.go, updateSchedulerLabel); readiness is /readyz.
+  scheduler/service.yaml  the Service selects hami.io/scheduler-role: leader too.
+  scheduler/clusterrole.yaml  adds resourcequotas get/list/watch (the extender's quota informer). A read-only rule
+      for resource.k8s.io deviceclasses, resourceclaims, resourceclaimtemplates and resourceslices was added by
+      commit 20280b74 (#1917, 2026-06-03: "On Kubernetes 1.34+, the embedded kube-scheduler starts DRA informers
+      ... If the cluster's system:kube-scheduler ClusterRole lacks these permissions, the scheduler container
+      continuously emits reflector errors") and removed again by 4e237790 (#2038 "remove dra from charts",
+      2026-07-09), so it is NOT in the chart at v2.10.0. This project keeps that rule from Kubernetes 1.34
+      (DRA_RBAC_FROM_MINOR): read-only, and it ends the reflector errors wherever the cluster's role lacks it.
+  scheduler/role.yaml, rolebinding.yaml  leases: create, list, watch, get, update, patch in the namespace (the chart
+      binds cluster-admin in v2.6.0's rolebinding.yaml; this project never did).
+  scheduler/device-configmap.yaml  new NVIDIA keys (preConfiguredDeviceMemory, memoryFactor, enableNumaTopology,
+      migProfileAllowlist) and other vendors' sections: roles/gpu_sharing_stacks/files/hami-device-config-v2.10.0.yaml
+      is that template rendered with the chart's default values.
+  device-plugin/daemonsetnvidia.yaml  hostNetwork false (values devicePlugin.hostNetwork), DEVICE_LIST_STRATEGY
+      envvar, a hostPath /var/run/cdi (DirectoryOrCreate) on /var/run/cdi; vgpu-monitor exposes metrics on 9394.
+  device-plugin/monitorrole.yaml  adds events list/create/update.
+  Unchanged: the kube-scheduler config (configmap.yaml: urlPrefix https://127.0.0.1:443, filter, bind, weight 1,
+      httpTimeout 30s, nodeCacheCapable, enableHTTPS, tlsConfig insecure, the NVIDIA managedResources with
+      ignoredByScheduler true; this project lists NVIDIA's only, the chart also other vendors'), the webhook
+      (webhook.yaml), the certgen Jobs and their images (values scheduler.patch.image/imageNew), the Service ports,
+      the node label gpu=on (values devicePlugin.nvidiaNodeSelector), the device plugin's command.
+
+The facts of v2.6.0, from the copies read then (commits in brackets):
 
   README.md [f4099f5]  "Prerequisites": NVIDIA drivers >= 440, Kubernetes version >= 1.18; "Install": label
       the GPU nodes gpu=on ("Without this label, the nodes cannot be managed by our scheduler"); pods request
@@ -52,7 +87,14 @@ https://github.com/Project-HAMi/HAMi (commit of the copy read in brackets):
       or gpucores.
 """
 
-RELEASE = "v2.6.0"
+# (release, oldest Kubernetes minor): the newest release whose range holds the cluster's minor is deployed.
+RELEASES = (("v2.6.0", 18), ("v2.10.0", 23))
+RELEASE = RELEASES[-1][0]  # the newest pin
+# The embedded kube-scheduler starts DRA informers from Kubernetes 1.34 (commit 20280b74, #1917).
+DRA_RBAC_FROM_MINOR = 34
+DRA_RULE = {"apiGroups": ["resource.k8s.io"],
+            "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
+            "verbs": ["get", "list", "watch"]}
 SCHEDULER_NAME = "hami-scheduler"
 WEBHOOK_NAME = "hami-webhook"
 TLS_SECRET = "hami-scheduler-tls"
@@ -87,6 +129,26 @@ def extender():
         "node_cache_capable": True,
         "managed_resources": [{"name": name, "ignored_by_scheduler": True} for name in MANAGED_RESOURCES],
         "ignorable": False,
+    }
+
+
+def release(minor):
+    """The HAMi release deployed on Kubernetes 1.``minor`` (RELEASES)."""
+    return [name for name, oldest in RELEASES if minor >= oldest][-1]
+
+
+def release_facts(minor):
+    """What the templates need to know of the release for Kubernetes 1.``minor``."""
+    chosen = release(minor)
+    newer = chosen != RELEASES[0][0]
+    return {
+        "release": chosen,
+        "layout": "v2.10" if newer else "v2.6",  # the chart layout the templates follow
+        "hami_image": f"projecthami/hami:{chosen}",
+        # v2.10.0: the extender follows its pod's kube-scheduler lease and labels the leader; the Service selects it
+        "leader_election": newer,
+        "device_plugin_host_network": not newer,
+        "dra_rbac": minor >= DRA_RBAC_FROM_MINOR,
     }
 
 

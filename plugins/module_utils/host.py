@@ -185,9 +185,11 @@ def run_locked(module, what, run):
         module.fail_json(msg=str(err))
 
 
-def say(module, assumed=(), repaired=()):
-    """Show what a render had to assume and what a run repaired, as the run's warnings."""
+def say(module, assumed=(), repaired=(), problems=()):
+    """Show what a render had to assume, what a run repaired and what it could not, as the run's warnings."""
     for item in assumed:
         module.warn(f"assumed: {item}")
     for item in repaired:
         module.warn(f"repaired: {item}")
+    for item in problems:
+        module.warn(f"not repaired: {item}")

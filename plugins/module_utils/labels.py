@@ -23,6 +23,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 
 MANAGED_ANNOTATION = "kube-gpu-nodes.io/managed-labels"
 VOLTA_MPS_LABEL = "kube-gpu-nodes.io/gpu.volta-mps"
+# How GPUs reach the node's containers, as the container_runtime module decided (runtime.runtime_mode): cdi | legacy.
+RUNTIME_MODE_LABEL = "kube-gpu-nodes.io/runtime-mode"
 SHARING_MODES = ("none", "time-slicing", "mps")
 # Label key: optional DNS prefix + "/" + name (<= 63, alphanumeric ends); value <= 63, may be empty.
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -125,17 +127,51 @@ def node_gpu_problems(gpu_facts, stacks=None, sharing="none", gpushare_mps=False
     return problems
 
 
-def _check_labels(labels, what):
+# Kubernetes reserves these prefixes for its core components ("Labels and Selectors", kubernetes.io docs);
+# node-role.kubernetes.io/ is the documented exception that cluster admins set themselves. kube-gpu-nodes.io/
+# holds this project's own bookkeeping (the managed-labels annotation, the Volta MPS label).
+_RESERVED_PREFIXES = ("kubernetes.io/", "k8s.io/", "kube-gpu-nodes.io/")
+_RESERVED_SUFFIXES = (".kubernetes.io/", ".k8s.io/")
+_ALLOWED_RESERVED = ("node-role.kubernetes.io/",)
+
+
+def label_problems(labels, what):
+    """Every key and value of ``labels`` that the API server would refuse, one message each (empty = fine)."""
     if not isinstance(labels, dict):
-        raise KgnError(f"{what} must be a dict of label key -> string value, got {type(labels).__name__}")
+        return [f"{what} must be a dict of label key -> string value, got {type(labels).__name__}"]
+    problems = []
     for key, value in labels.items():
         if not isinstance(key, str) or not _KEY_RE.match(key):
-            raise KgnError(f"{what}: {key!r} is not a valid Kubernetes label key")
-        if value is not None and (not isinstance(value, str) or not _VALUE_RE.match(value)):
-            raise KgnError(
-                f"{what}: value {value!r} of {key!r} is not a valid label value (a string of at most 63 characters; "
-                f"quote true/false/numbers in YAML)"
+            problems.append(f"{what}: {key!r} is not a valid Kubernetes label key (an optional DNS prefix and '/', "
+                            f"then at most 63 characters: letters, digits, '-', '_', '.', alphanumeric at both ends)")
+        elif value is not None and (not isinstance(value, str) or not _VALUE_RE.match(value)):
+            problems.append(
+                f"{what}: value {value!r} of {key!r} is not a valid label value (a string of at most 63 characters: "
+                f"letters, digits, '-', '_', '.', alphanumeric at both ends; quote true/false/numbers in YAML)"
             )
+    return problems
+
+
+def _check_labels(labels, what):
+    problems = label_problems(labels, what)
+    if problems:
+        raise KgnError(problems[0])
+
+
+def extra_label_problems(extra, what="gpu_node_labels_extra"):
+    """What is wrong with the extra labels an inventory asks for: invalid keys or values, and keys under a
+    prefix Kubernetes or this project reserves (checked in the first play, before any host is touched)."""
+    problems = label_problems(extra, what)
+    if problems or not isinstance(extra, dict):
+        return problems
+    for key in extra:
+        prefix = key.split("/", 1)[0] + "/" if "/" in key else ""
+        if prefix and not prefix.startswith(_ALLOWED_RESERVED) and (
+                prefix in _RESERVED_PREFIXES or prefix.endswith(_RESERVED_SUFFIXES)):
+            owner = "this project's own bookkeeping" if prefix == "kube-gpu-nodes.io/" else "Kubernetes core components"
+            problems.append(f"{what}: {key!r} uses the prefix {prefix}, which is reserved for {owner}; "
+                            f"choose a prefix of your own (e.g. example.com/{key.split('/', 1)[1]})")
+    return problems
 
 
 def node_label_patch(desired, current_labels=None, current_annotations=None, overwrite_foreign=False):
@@ -215,6 +251,7 @@ NODE_DEFAULTS = {
     "require_gpu": True,
     "extra": {},
     "overwrite_foreign": False,
+    "runtime_mode": "",  # "" = not known (the runtime play did not run): no label set or removed
 }
 # What happens to a node: a patch is sent, nothing to send, or why nothing could be sent.
 STATUSES = ("patch", "unchanged", "render", "not registered", "api unreachable", "refused")
@@ -251,7 +288,11 @@ def _node_settings(host, settings):
     if not isinstance(merged["gpu_facts"], dict):
         raise KgnError(f"{host}: the GPU facts must be the gpu_facts module result (a mapping), "
                        f"got {type(merged['gpu_facts']).__name__}")
-    _check_labels(merged["extra"], f"{host}: gpu_node_labels_extra")
+    problems = extra_label_problems(merged["extra"], f"{host}: gpu_node_labels_extra")
+    if problems:
+        raise KgnError("; ".join(problems))
+    if merged["runtime_mode"] not in ("", "cdi", "legacy"):
+        raise KgnError(f"{host}: the runtime mode is {merged['runtime_mode']!r}; accepted: cdi, legacy or \"\"")
     return merged
 
 
@@ -277,6 +318,10 @@ def _desired(host, s, node, assumed):
             + (f"; the {len(kept)} this project set before are kept" if kept else "")
             + "; only its stack labels are planned"
         )
+    if s["runtime_mode"]:
+        desired[RUNTIME_MODE_LABEL] = s["runtime_mode"]
+    elif RUNTIME_MODE_LABEL in _managed_keys(node or {}) and RUNTIME_MODE_LABEL in ((node or {}).get("labels") or {}):
+        desired[RUNTIME_MODE_LABEL] = node["labels"][RUNTIME_MODE_LABEL]  # unknown this run: kept as it was
     desired.update(s["extra"])
     return desired
 

@@ -91,14 +91,14 @@ def manifest_removed_apis(kubernetes_version):
 
 # Device plugin releases (E1): tag -> (manifest path in the repo, style of the init-error setting).
 _DP_RELEASE_RE = re.compile(r"^v0\.(\d+)\.(\d+)$")
-DP_DEFAULT = "v0.17.4"
+DP_DEFAULT = "v0.20.0"  # released 2026-08-19 ([DP] tag v0.20.0; docs/versions.md E1, pins)
 
 
 def _dp_release(release):
     match = _DP_RELEASE_RE.match(str(release or ""))
     if not match:
         raise KgnError(
-            f"nvidia device plugin release {release!r} is not a tag like 'v0.17.4'; releases v0.9.0 and newer are "
+            f"nvidia device plugin release {release!r} is not a tag like 'v0.20.0'; releases v0.9.0 and newer are "
             f"supported"
         )
     minor, patch = int(match[1]), int(match[2])

@@ -630,27 +630,11 @@ def live_problems(plan, state):
 def mig_gpu_pods(answer):
     """The running pods of a ``kubectl get pods -o json`` answer (text or parsed) that use NVIDIA GPU resources
     (``nvidia.com/gpu``, ``nvidia.com/mig-*`` ... in a container's requests or limits), as "namespace/name": they
-    hold GPUs (or MIG devices) a layout change would take away, so the node is drained first."""
-    import json
+    hold GPUs (or MIG devices) a layout change would take away, so the node is drained first
+    (api.pods_using, as the k8s_node module decides a drain)."""
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import pods_using
 
-    if isinstance(answer, str):
-        try:
-            answer = json.loads(answer or "{}")
-        except ValueError as err:
-            raise KgnError(f"mig_gpu_pods: kubectl did not answer JSON ({err})") from None
-    if not isinstance(answer, dict):
-        raise KgnError("mig_gpu_pods: input must be the output of kubectl get pods -o json")
-    found = []
-    for pod in answer.get("items") or []:
-        spec = pod.get("spec") or {}
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
-        for container in containers:
-            resources = container.get("resources") or {}
-            names = set(resources.get("requests") or {}) | set(resources.get("limits") or {})
-            if any(n.startswith("nvidia.com/") for n in names):
-                meta = pod.get("metadata") or {}
-                found.append(f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}")
-                break
-    return sorted(found)
+    try:
+        return pods_using(answer, "nvidia.com/")
+    except KgnError as err:
+        raise KgnError(f"mig_gpu_pods: {err}") from None

@@ -40,10 +40,13 @@ def host_plan(inputs: object, observed: object = None) -> dict:
 
 
 def recorded(concern: str, observed: dict, plan: dict, live: dict, changed: bool, check_mode: bool,
-             repaired: "list | None" = None) -> dict:
+             repaired: "list | None" = None, changes: "list | None" = None) -> dict:
     """The facts a module returns about its concern: ``kgn_observed_<concern>`` (what it read before any
     change: the input a later render plans from) and ``kgn_state_<concern>`` (its plan and the live state
-    it saw last: what verify judges). In check mode ``changed`` means "would change"."""
+    it saw last: what verify judges). In check mode ``changed`` means "would change". ``repaired`` says, in
+    words, what the run found broken and put back (a hold re-applied, a file restored, a restart finished);
+    ``changes`` what else it changed (a first install, what the inventory asks for anew): the report's
+    "changes" section lists both per host."""
     import time
 
     return {
@@ -54,6 +57,7 @@ def recorded(concern: str, observed: dict, plan: dict, live: dict, changed: bool
             "changed": changed,
             "check_mode": check_mode,
             "repaired": repaired or [],
+            "changes": changes or [],
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
     }

@@ -20,6 +20,19 @@ RUNC_V2 = "io.containerd.runc.v2"
 DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"
 DOCKER_DEFAULT_PATH = "nvidia-container-runtime"
 RUNTIMES = ("docker", "containerd", "crio")  # the engines; "auto" picks one (container_runtime_choice)
+# How GPUs reach containers: CDI (the node's CDI spec, injected by the engine or by nvidia-container-runtime in
+# its "cdi" mode) or legacy (nvidia-container-runtime's hook and nvidia-container-cli). See runtime_mode.
+MODES = ("auto", "cdi", "legacy")
+# The node's spec: NVIDIA's folder and name (toolkit v1.20.0 deployments/systemd/nvidia-cdi-refresh.service writes
+# NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml), as JSON, which the node-side checks read with the
+# standard library; the refresh service is pointed at the same file (refresh_env_text).
+CDI_SPEC_PATH = "/var/run/cdi/nvidia.json"
+# The spec folders every engine scans by default (containerd v1.7.24 pkg/cri/config/config_unix.go and
+# v2.1.0 internal/cri/config/config_unix.go; the CDI package's DefaultSpecDirs).
+CDI_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
+# The toolkit's config file (its postinst writes it with `nvidia-ctk config --in-place`, toolkit v1.20.0
+# packaging/debian/nvidia-container-toolkit-base.postinst).
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 
 
 def _version(value: object, what: str) -> "tuple[int, int, int]":
@@ -105,14 +118,26 @@ def container_runtime_choice(detected: object, kubernetes_version: object, reque
 
 
 def _cri_plugin(config_version: int) -> str:
-    # [NCT] containerd.go criRuntimePluginName: 1 -> "cri", 2 -> grpc.v1.cri, 3 -> cri.v1.runtime
-    return {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}[config_version]
+    # [NCT] containerd.go criRuntimePluginName: 1 -> "cri", 2 -> grpc.v1.cri, 3 -> cri.v1.runtime. Version 4
+    # (containerd 2.3) keeps the CRI plugin ids of 3: its migration only moves the server settings ([grpc],
+    # [ttrpc], [debug], [metrics]) into plugins (containerd v2.3.0 cmd/containerd/server/config/config.go
+    # serviceMigrate; plugins/cri/runtime/plugin.go configMigration acts only on versions before 3).
+    return {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime",
+            4: "io.containerd.cri.v1.runtime"}[config_version]
+
+
+def _new_config_version(version: "tuple[int, int, int]") -> int:
+    """The config version containerd itself writes (`containerd config default`): 2 for 1.x, 3 for 2.0-2.2, 4 from
+    2.3 (containerd v2.3.0 version/version.go ConfigVersion = 4; v2.2.0 and v2.1.0: 3)."""
+    if version >= (2, 3, 0):
+        return 4
+    return 3 if version >= (2, 0, 0) else 2
 
 
 def containerd_layout(containerd_version: object) -> dict:
     """Config layout for a containerd version.
 
-    Config version 2 for containerd 1.3-1.7, version 3 for 2.x [NCT], [CTRD-REL]. ``imports`` exist
+    Config version 2 for containerd 1.3-1.7, version 3 for 2.0-2.2, 4 from 2.3 [NCT], [CTRD-REL]. ``imports`` exist
     from 1.3 (containerd#3574); 1.3.0 only matched imported CRI tables under ``plugins.cri``
     (containerd#3776), so drop-ins are used from 1.4. Before 2.0 an imported file replaces a
     plugin's table as a whole (containerd#5837), so the drop-in carries the whole CRI table (like
@@ -124,7 +149,7 @@ def containerd_layout(containerd_version: object) -> dict:
             f"containerd {containerd_version} is older than 1.3 (config version 1, plugin 'cri'); "
             "upgrade containerd to 1.6 or newer"
         )
-    config_version = 3 if version >= (2, 0, 0) else 2
+    config_version = _new_config_version(version)
     plugin = _cri_plugin(config_version)
     return {
         "config_version": config_version,
@@ -132,7 +157,7 @@ def containerd_layout(containerd_version: object) -> dict:
         "runtimes_path": ["plugins", plugin, "containerd", "runtimes"],
         "default_runtime_path": ["plugins", plugin, "containerd", "default_runtime_name"],
         "imports_supported": version >= (1, 4, 0),
-        "imports_merge": "key" if config_version == 3 else "plugin",
+        "imports_merge": "key" if config_version >= 3 else "plugin",
     }
 
 
@@ -241,6 +266,120 @@ def nvidia_toolkit_rpm_packages(
     }
 
 
+# --- the runtime mode: CDI or legacy ----------------------------------------------------------------
+
+# First engine release with CDI: containerd 1.7.0 (enable_cdi, containerd v1.7.24 pkg/cri/config/config.go), CRI-O
+# 1.23.0 (always on), Docker 25.0 (features.cdi, an opt-in: cncf-tags/container-device-interface#84, docker/cli
+# docs/reference/dockerd.md).
+ENGINE_CDI = {"containerd": (1, 7, 0), "crio": (1, 23, 0), "docker": (25, 0, 0)}
+# `nvidia-ctk cdi generate` exists from toolkit 1.12 (cmd/nvidia-ctk/cdi/generate at v1.12.0); the project asks for
+# 1.14 (the stable repository) for an explicit cdi. From 1.18 NVIDIA makes CDI the default (jit-cdi,
+# internal/info/auto.go at v1.18.0) and ships nvidia-cdi-refresh: auto takes CDI from there.
+TOOLKIT_CDI = (1, 14, 0)
+TOOLKIT_CDI_DEFAULT = (1, 18, 0)
+
+
+def runtime_mode(inputs: object, observed: object = None) -> dict:
+    """How GPUs reach the node's containers: ``{mode: "cdi"|"legacy", why, engine, engine_version, toolkit_version}``.
+
+    The one decision of the mode, called by the runtime plan on the node and by controller-side checks with the
+    inventory settings and the recorded observation (``kgn_observed_container_runtime``). ``inputs``: ``mode``
+    (auto|cdi|legacy, default auto), ``engine`` (auto|docker|containerd|crio), ``kubernetes_version``,
+    ``toolkit_version`` (the pinned toolkit); ``observed``: ``versions`` {docker, containerd, crio},
+    ``cri_dockerd``, ``toolkit_version`` (the installed one, when recorded: it wins over the pin).
+    ``auto`` is CDI where the toolkit is 1.18 or later and the engine has CDI (containerd 1.7, CRI-O 1.23,
+    Docker 25), as NVIDIA's GPU Operator does from v25.10; legacy otherwise (nvidia-docker2, Docker < 25,
+    containerd < 1.7). An explicit ``cdi`` the node cannot run is refused, saying what to change.
+    """
+    inputs = _mapping(inputs, "runtime_mode: inputs")
+    observed = _mapping(observed, "runtime_mode: observed")
+    requested = inputs.get("mode") or "auto"
+    if requested not in MODES:
+        raise KgnError(f"nvidia_container_runtime_mode {requested!r} is not one of {', '.join(MODES)}")
+    assumed: list = []
+    versions = _observed_versions(observed, {"engine": inputs.get("engine") or "auto",
+                                             "kubernetes_version": inputs["kubernetes_version"]}, assumed)
+    detected = {**versions, "cri_dockerd": bool(observed.get("cri_dockerd"))}
+    engine = container_runtime_choice(detected, inputs["kubernetes_version"], inputs.get("engine") or "auto")
+    engine_version = versions[engine]
+    toolkit = observed.get("toolkit_version") or inputs.get("toolkit_version")
+    result = {"engine": engine, "engine_version": engine_version, "toolkit_version": toolkit, "assumed": assumed}
+    if requested == "legacy":
+        return {**result, "mode": "legacy", "why": "nvidia_container_runtime_mode is legacy"}
+    problems = []
+    if engine == "docker" and docker_nvidia_package(engine_version) == "nvidia-docker2":
+        problems.append(f"Docker {engine_version} needs nvidia-docker2, which has no CDI")
+    if _version(engine_version, f"{engine} version") < ENGINE_CDI[engine]:
+        first = ".".join(str(n) for n in ENGINE_CDI[engine])
+        problems.append(f"{engine} {engine_version} has no CDI (from {engine} {first})")
+    need = TOOLKIT_CDI if requested == "cdi" else TOOLKIT_CDI_DEFAULT
+    if not toolkit:
+        problems.append("no container toolkit version is known (nvidia_container_toolkit_version)")
+    elif _version(toolkit, "toolkit version") < need:
+        problems.append(f"container toolkit {toolkit} is older than {'.'.join(str(n) for n in need)}"
+                        + (" (CDI by default and nvidia-cdi-refresh)" if requested == "auto" else ""))
+    if not problems:
+        why = (f"{engine} {engine_version} and container toolkit {toolkit} support CDI"
+               + (" (auto)" if requested == "auto" else ""))
+        return {**result, "mode": "cdi", "why": why}
+    if requested == "cdi":
+        raise KgnError(
+            f"nvidia_container_runtime_mode is cdi but {'; '.join(problems)}. Upgrade what is named, or set "
+            "nvidia_container_runtime_mode to auto (CDI where supported) or legacy"
+        )
+    return {**result, "mode": "legacy", "why": f"auto: {'; '.join(problems)}"}
+
+
+def device_list_strategy(mode: str, kubernetes_version: object) -> str:
+    """The NVIDIA device plugin's ``deviceListStrategy`` for a runtime mode: ``envvar`` (legacy: the runtime hook
+    reads NVIDIA_VISIBLE_DEVICES), ``cdi-cri`` for CDI from Kubernetes 1.31 (the CRI's CDI device field,
+    DevicePluginCDIDevices GA in 1.31), ``cdi-annotations`` before (the engine reads ``cdi.k8s.io/``
+    annotations, as the GPU Operator configures it: NVIDIA/gpu-operator#1285)."""
+    if mode not in ("cdi", "legacy"):
+        raise KgnError(f"device_list_strategy: mode {mode!r} is not cdi or legacy")
+    if mode == "legacy":
+        return "envvar"
+    return "cdi-cri" if _version(kubernetes_version, "kubernetes_version") >= (1, 31, 0) else "cdi-annotations"
+
+
+def toolkit_config_text(existing: object, default: object, mode: str) -> str:
+    """The toolkit's config.toml with ``[nvidia-container-runtime] mode`` set to ``mode`` ("cdi" or "legacy").
+
+    Starts from the file on the node, or, when it is missing, from ``nvidia-ctk config default`` (what the
+    package's postinst writes). Only the one line changes: comments and the user's other keys stay, as with
+    ``nvidia-ctk config --in-place --set nvidia-container-runtime.mode=...``.
+    """
+    if mode not in ("cdi", "legacy"):
+        raise KgnError(f"toolkit_config_text: mode {mode!r} is not cdi or legacy")
+    text = existing if existing is not None else default
+    text = "" if text is None else require_text(str(text), TOOLKIT_CONFIG)
+    toml_parse(text, TOOLKIT_CONFIG)
+    lines = text.splitlines()
+    wanted = f'mode = "{mode}"'
+    section, header, done = None, None, False
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped.strip("[]").strip()
+            if section == "nvidia-container-runtime":
+                header = index
+            continue
+        if section == "nvidia-container-runtime" and stripped.split("=")[0].strip() == "mode":
+            lines[index] = wanted
+            done = True
+            break
+    if not done:
+        if header is None:
+            lines += (["", "[nvidia-container-runtime]"] if lines else ["[nvidia-container-runtime]"])
+            header = len(lines) - 1
+        lines.insert(header + 1, wanted)
+    result = "\n".join(lines) + "\n"
+    parsed = toml_parse(result, TOOLKIT_CONFIG).get("nvidia-container-runtime", {})
+    if parsed.get("mode") != mode:
+        raise KgnError(f"{TOOLKIT_CONFIG}: could not set nvidia-container-runtime.mode to {mode!r}; fix the file")
+    return result
+
+
 # --- Docker daemon.json ----------------------------------------------------------------------------
 
 
@@ -266,9 +405,12 @@ def docker_daemon_merge(
     runtime_path: str = DOCKER_DEFAULT_PATH,
     runtime_args: object = None,
     set_default: bool = True,
+    cdi: bool = False,
 ) -> dict:
     """daemon.json with the nvidia runtime merged in; every other key is kept as it is.
 
+    ``cdi``: ``features.cdi = true`` (Docker 25 and later; nvidia-ctk ``--cdi.enabled`` sets the same key,
+    [NCT] docker.go EnableCDI), the other features kept.
     Sets ``runtimes.nvidia.path`` and ``runtimeArgs`` (Docker's documented key; nvidia-ctk writes
     ``args``, which Docker ignores [NCT] docker.go vs dockerd.md) and ``default-runtime: nvidia``,
     which Kubernetes needs on Docker whatever the Docker version [DP-README-0.17], [ISS-DP-168].
@@ -288,6 +430,12 @@ def docker_daemon_merge(
     config["runtimes"] = runtimes
     if set_default:
         config["default-runtime"] = NVIDIA_RUNTIME
+    if cdi:
+        features = config.get("features", {})
+        if not isinstance(features, dict):
+            raise KgnError(f"daemon.json 'features' must be an object, found {type(features).__name__}")
+        features["cdi"] = True
+        config["features"] = features
     return config
 
 
@@ -308,10 +456,10 @@ def _dig(tree: dict, path: list, create: bool = False) -> dict:
 
 def _file_config_version(config: dict, containerd_version: "tuple[int, int, int]") -> int:
     if not config:
-        return 3 if containerd_version >= (2, 0, 0) else 2
+        return _new_config_version(containerd_version)
     version = config.get("version", 1)
-    if version not in (1, 2, 3) or isinstance(version, bool):
-        raise KgnError(f"containerd config has version = {version!r}; containerd knows 1, 2 and 3")
+    if version not in (1, 2, 3, 4) or isinstance(version, bool):
+        raise KgnError(f"containerd config has version = {version!r}; containerd knows 1 to 4 (4 from containerd 2.3)")
     if version == 1:
         raise KgnError(
             "containerd config.toml has no 'version' key (config version 1, plugin 'cri'); "
@@ -319,6 +467,12 @@ def _file_config_version(config: dict, containerd_version: "tuple[int, int, int]
         )
     if version == 3 and containerd_version < (2, 0, 0):
         raise KgnError("containerd config.toml is version 3 but containerd is 1.x, which reads only 1 and 2")
+    if version == 4 and containerd_version < (2, 3, 0):
+        # containerd refuses a newer version than its own (v2.1.0 cmd/containerd/server/config/config.go
+        # ValidateVersion: "expected containerd config version equal to or less than `3`")
+        raise KgnError(
+            "containerd config.toml is version 4 (containerd 2.3) but containerd is older than 2.3, which reads "
+            "only 1 to 3; upgrade containerd or write the file as version 3 (`containerd config migrate` of 2.2)")
     return version
 
 
@@ -351,8 +505,10 @@ def containerd_nvidia(
     dropin_path: str = "",
     set_default: bool = True,
     builtin: object = None,
+    cdi: bool = False,
+    cdi_spec_dir: str = "/var/run/cdi",
 ) -> dict:
-    """containerd config with the nvidia runtime (default) for config version 2 or 3.
+    """containerd config with the nvidia runtime (default) for config version 2, 3 or 4.
 
     Returns ``{config, dropin, dropin_path, cri_plugin, config_version}``: ``config`` is the whole
     config.toml (unchanged but for ``imports`` when a drop-in is used), ``dropin`` the drop-in
@@ -360,6 +516,9 @@ def containerd_nvidia(
     ``builtin``: the parsed ``containerd config default``. A file without a runc entry (Debian's) relies
     on containerd's built-in runc; writing ``runtimes.nvidia`` alone would replace that built-in table
     and drop runc (seen on containerd 1.6), so the built-in runc entry is written too.
+    ``cdi``: turn CDI on in the CRI plugin (``enable_cdi = true``, off by default in 1.7, on from 2.0; written
+    either way, as nvidia-ctk's ``--cdi.enabled`` does [NCT] containerd EnableCDI), and add ``cdi_spec_dir`` to
+    ``cdi_spec_dirs`` when the file or the built-in config names folders without it.
     """
     version = _version(containerd_version, "containerd_version")
     layout = containerd_layout(containerd_version)
@@ -385,10 +544,12 @@ def containerd_nvidia(
     added = {NVIDIA_RUNTIME: nvidia}
     if base_is_builtin:
         added[base_name] = copy.deepcopy(base_entry)
+    cdi_keys = _containerd_cdi_keys(cri, live_cri, cdi_spec_dir) if cdi else {}
 
     use_dropin = bool(dropin_path) and layout["imports_supported"]
     if not use_dropin:
         _dig(cri, ["containerd", "runtimes"], create=True).update(added)
+        cri.update(cdi_keys)
         if set_default:
             _dig(cri, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
         return {
@@ -401,6 +562,7 @@ def containerd_nvidia(
 
     # Drop-in: containerd 1.x replaces the whole plugin table on import, so carry all of it (containerd#5837).
     base = copy.deepcopy(cri) if config_version == 2 else {}
+    base.update(cdi_keys)
     _dig(base, ["containerd", "runtimes"], create=True).update(added)
     if set_default:
         _dig(base, ["containerd"], create=True)["default_runtime_name"] = NVIDIA_RUNTIME
@@ -420,12 +582,26 @@ def containerd_nvidia(
     }
 
 
+def _containerd_cdi_keys(cri: dict, builtin_cri: dict, spec_dir: str) -> dict:
+    """``enable_cdi`` and, when the folders in force lack ``spec_dir``, ``cdi_spec_dirs`` with it added."""
+    keys: dict = {"enable_cdi": True}
+    dirs = cri.get("cdi_spec_dirs")
+    if not isinstance(dirs, list):
+        dirs = builtin_cri.get("cdi_spec_dirs") if isinstance(builtin_cri.get("cdi_spec_dirs"), list) else None
+    if dirs is not None and spec_dir not in dirs:
+        keys["cdi_spec_dirs"] = [*dirs, spec_dir]
+    return keys
+
+
 # --- CRI-O ---------------------------------------------------------------------------------------
 
 
-def crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set_default: bool = True) -> dict:
+def crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set_default: bool = True,
+                cdi_spec_dir: str = "") -> dict:
     """CRI-O drop-in document with the nvidia runtime [NCT] crio.go, [DP-README-0.17].
 
+    CRI-O has CDI on with no switch; ``cdi_spec_dir`` (CDI mode) is added to ``cdi_spec_dirs`` only when the
+    config names folders without it (CRI-O's default is /etc/cdi and /var/run/cdi).
     ``existing``: the parsed CRI-O config (crio.conf merged with its drop-ins) or {}; the options
     of its default runtime (``crun`` from CRI-O 1.31, ``runc`` before) are copied, then
     ``runtime_path`` and ``runtime_type = "oci"`` are set.
@@ -439,6 +615,9 @@ def crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set
     section: dict = {"runtimes": {NVIDIA_RUNTIME: entry}}
     if set_default:
         section["default_runtime"] = NVIDIA_RUNTIME
+    dirs = runtime.get("cdi_spec_dirs")
+    if cdi_spec_dir and isinstance(dirs, list) and cdi_spec_dir not in dirs:
+        section["cdi_spec_dirs"] = [*dirs, cdi_spec_dir]
     return {"crio": {"runtime": section}}
 
 
@@ -483,16 +662,50 @@ def _observed_versions(observed: dict, inputs: dict, assumed: list) -> dict:
     return {name: ASSUMED_VERSIONS[name] if name == engine else None for name in RUNTIMES}
 
 
-def _docker_files(inputs: dict, observed_files: dict, docker_version: str) -> list:
+def _docker_files(inputs: dict, observed_files: dict, docker_version: str, cdi: bool) -> list:
     path = inputs["docker_config"]
     merged = docker_daemon_merge(json_document(observed_files.get(path), path), inputs["docker_runtime_path"],
-                                 inputs["docker_runtime_args"], inputs["set_default"])
+                                 inputs["docker_runtime_args"], inputs["set_default"], cdi)
     validate = (["dockerd", "--validate", "--config-file=%s"]
                 if _version(docker_version, "docker version") >= (23, 0, 0) else None)
     return [{"path": path, "content": json.dumps(merged, indent=4) + "\n", "mode": "0644", "validate": validate}]
 
 
-def _containerd_files(inputs: dict, observed: dict, containerd_version: str, assumed: list) -> list:
+def migration_needed(config_text: object, containerd_version: object) -> bool:
+    """Whether config.toml is version 2 on containerd 2.x: the module then asks containerd itself to migrate it
+    (``containerd --config <the file without imports> config migrate``) and the plan writes the 2.x layout."""
+    if _version(containerd_version, "containerd_version") < (2, 0, 0) or not config_text:
+        return False
+    try:
+        return toml_parse(config_text).get("version", 1) == 2
+    except KgnError:
+        return False
+
+
+def _migrated(existing: dict, migrated: object, containerd_version: str, path: str, assumed: list) -> dict:
+    """config.toml in the layout of the running containerd. A version 2 file on containerd 2.x (a node upgraded
+    from 1.7, or Debian's packaged file) becomes what containerd's own migration makes of it (``containerd config
+    migrate``: containerd v2.1.0 cmd/containerd/server/config/config.go MigrateConfigTo and each plugin's
+    ConfigMigration, e.g. plugins/cri/runtime/plugin.go), with the file's own ``imports`` put back: containerd
+    migrates a version 2 file at every start anyway (and logs a warning), so the settings in force are the same,
+    now written where 2.x reads them. Without the migrated text (a render) the file stays version 2, said."""
+    if not existing or existing.get("version", 1) != 2 or _version(containerd_version, "containerd") < (2, 0, 0):
+        return existing
+    if not migrated:
+        assumed.append(f"{path} is version 2 on containerd {containerd_version}: a run migrates it to version "
+                       f"{_new_config_version(_version(containerd_version, 'containerd'))} with `containerd config "
+                       "migrate`; not recorded here, so the render keeps version 2 (containerd migrates it at start)")
+        return existing
+    base = toml_parse(migrated, "containerd config migrate")
+    imports = [str(i) for i in existing.get("imports") or []]
+    if imports:
+        base["imports"] = imports
+    else:
+        base.pop("imports", None)
+    return base
+
+
+def _containerd_files(inputs: dict, observed: dict, containerd_version: str, assumed: list, cdi: bool) -> list:
     path, dropin_path = inputs["containerd_config"], inputs["containerd_dropin"]
     files = observed.get("files") or {}
     default_text = observed.get("containerd_default")
@@ -505,9 +718,11 @@ def _containerd_files(inputs: dict, observed: dict, containerd_version: str, ass
                 "the node's built-in default"
             )
         text = default_text or ""
+    existing = toml_parse(text, path)
+    existing = _migrated(existing, observed.get("containerd_migrated"), containerd_version, path, assumed)
     result = containerd_nvidia(
-        toml_parse(text, path), containerd_version, inputs["binary"], dropin_path, inputs["set_default"],
-        toml_parse(default_text or "", "containerd config default"),
+        existing, containerd_version, inputs["binary"], dropin_path, inputs["set_default"],
+        toml_parse(default_text or "", "containerd config default"), cdi, _spec_dir(inputs),
     )
     check = ["containerd", "--config", "%s", "config", "dump"]
     planned = [{"cri_plugin": result["cri_plugin"]}]
@@ -518,9 +733,9 @@ def _containerd_files(inputs: dict, observed: dict, containerd_version: str, ass
     return planned[0]["cri_plugin"], planned[1:]
 
 
-def _crio_files(inputs: dict, observed_files: dict) -> list:
+def _crio_files(inputs: dict, observed_files: dict, cdi: bool) -> list:
     existing = toml_parse(observed_files.get(inputs["crio_config"]), inputs["crio_config"])
-    dropin = crio_dropin(existing, inputs["binary"], inputs["set_default"])
+    dropin = crio_dropin(existing, inputs["binary"], inputs["set_default"], _spec_dir(inputs) if cdi else "")
     # CRI-O has no check for a drop-in alone: the restart, its health check and the rollback stand for it.
     return [{"path": inputs["crio_dropin"], "content": HEADER + toml_emit(dropin), "mode": "0644", "validate": None}]
 
@@ -546,6 +761,34 @@ def _stale_files(engine: str, inputs: dict, observed: dict, containerd_version: 
     return stale
 
 
+def file_repairs(plan: dict, observed: dict, orphaned: bool) -> list:
+    """What a change puts back that this project had set up before, in words (a first install says nothing):
+    containerd's config.toml no longer importing our drop-in (rewritten, e.g. by `containerd config default`),
+    daemon.json's nvidia runtime path or default runtime changed by hand."""
+    files = observed.get("files") or {}
+    said = []
+    if plan["engine"] == "containerd" and orphaned:
+        config = plan["files"][-1]["path"]  # the drop-in first, config.toml last
+        said.append(f"{config} no longer imported the nvidia drop-in (the file was rewritten, e.g. by `containerd "
+                    "config default`): import put back, the user's settings kept, containerd restarted")
+    if plan["engine"] == "docker" and plan["files"]:
+        path = plan["files"][0]["path"]
+        try:
+            before = json_document(files.get(path), path)
+            after = json.loads(plan["files"][0]["content"])
+        except (KgnError, ValueError):
+            return said
+        old = (before.get("runtimes") or {}).get(NVIDIA_RUNTIME)
+        new = after["runtimes"][NVIDIA_RUNTIME]
+        if isinstance(old, dict) and old.get("path") != new["path"]:
+            said.append(f"{path}: runtimes.nvidia.path was {old.get('path')!r}, set back to {new['path']!r}")
+        if isinstance(old, dict) and after.get("default-runtime") and before.get("default-runtime") != \
+                after["default-runtime"]:
+            said.append(f"{path}: default-runtime was {before.get('default-runtime') or 'unset'!r}, set back to "
+                        f"{after['default-runtime']!r}")
+    return said
+
+
 def dropin_orphaned(config_text: object, dropin_path: str, dropin_text: object) -> bool:
     """Whether our containerd drop-in is on disk but the main config no longer imports it (the config was
     rewritten, e.g. by ``containerd config default``, which has no ``imports``)."""
@@ -558,32 +801,123 @@ def dropin_orphaned(config_text: object, dropin_path: str, dropin_text: object) 
     return not any(fnmatch.fnmatch(dropin_path, str(pattern)) for pattern in imports)
 
 
+PLAN_DEFAULTS = {"mode": "auto", "toolkit_version": None, "cdi_spec_path": CDI_SPEC_PATH,
+                 "toolkit_config": TOOLKIT_CONFIG}
+
+
+def _spec_dir(inputs: dict) -> str:
+    return inputs["cdi_spec_path"].rsplit("/", 1)[0] or "/"
+
+
+def _toolkit_files(inputs: dict, observed: dict, mode: str, assumed: list) -> list:
+    """The toolkit's config.toml with the mode of the plan (no engine restart: the runtime reads it per container)."""
+    path = inputs["toolkit_config"]
+    files = observed.get("files") or {}
+    existing, default = files.get(path), observed.get("toolkit_default")
+    if existing is None and default is None:
+        assumed.append(f"{path} does not exist and `nvidia-ctk config default` was not recorded: the rendered file "
+                       "holds only the mode, while a run starts from the toolkit's defaults")
+    return [{"path": path, "content": toolkit_config_text(existing, default, mode), "mode": "0644"}]
+
+
+# The toolkit's refresh of the spec (from 1.18): nvidia-cdi-refresh.path watches the kernel's module list and
+# nvidia-ctk, and nvidia-cdi-refresh.service runs `nvidia-ctk cdi generate` with the output path of its env file
+# (toolkit v1.20.0 deployments/systemd/nvidia-cdi-refresh.{path,service,env}).
+REFRESH_UNIT = "nvidia-cdi-refresh.path"
+REFRESH_ENV = "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
+OWN_REFRESH_UNIT = "kgn-cdi-refresh.path"
+OWN_REFRESH_DIR = "/etc/systemd/system"
+
+
+def refresh_env_text(existing: object, spec_path: str) -> str:
+    """The refresh service's env file with ``NVIDIA_CTK_CDI_OUTPUT_FILE_PATH`` set to our spec (the JSON one we
+    check), so the toolkit's refresh and this project write one spec, not two that name the same devices. The
+    file's comments and other settings stay."""
+    text = "" if existing is None else require_text(str(existing), REFRESH_ENV)
+    wanted = f"NVIDIA_CTK_CDI_OUTPUT_FILE_PATH={spec_path}"
+    lines = [line for line in text.splitlines() if not line.startswith("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=")]
+    return "\n".join([*lines, wanted]) + "\n"
+
+
+def own_refresh_units(spec_path: str) -> list:
+    """Our refresh trigger where the toolkit has none (before 1.18): the same watch and command as NVIDIA's units
+    (toolkit v1.20.0 deployments/systemd/nvidia-cdi-refresh.path and .service), writing our spec."""
+    service = (
+        "# Written by kube-gpu-nodes: regenerate the NVIDIA CDI spec when the driver or the toolkit changes\n"
+        "# (the same trigger as the toolkit's nvidia-cdi-refresh units, which this toolkit does not ship).\n"
+        "[Unit]\nDescription=Refresh the NVIDIA CDI specification (kube-gpu-nodes)\n"
+        "ConditionPathExists=/usr/bin/nvidia-ctk\n\n"
+        "[Service]\nType=oneshot\nExecCondition=/bin/sh -c 'nvidia-smi -L'\n"
+        f"ExecStart=/usr/bin/nvidia-ctk cdi generate --format=json --output={spec_path}\n\n"
+        "[Install]\nWantedBy=multi-user.target\n"
+    )
+    path_unit = (
+        "# Written by kube-gpu-nodes: start kgn-cdi-refresh.service when the driver or the toolkit changes.\n"
+        "[Unit]\nDescription=Trigger the NVIDIA CDI spec refresh on driver or toolkit changes (kube-gpu-nodes)\n\n"
+        "[Path]\nPathChanged=/lib/modules/%v/modules.dep\nPathChanged=/lib/modules/%v/modules.dep.bin\n"
+        "PathChanged=/usr/bin/nvidia-ctk\nUnit=kgn-cdi-refresh.service\n\n"
+        "[Install]\nWantedBy=multi-user.target\n"
+    )
+    return [{"path": f"{OWN_REFRESH_DIR}/kgn-cdi-refresh.service", "content": service, "mode": "0644"},
+            {"path": f"{OWN_REFRESH_DIR}/{OWN_REFRESH_UNIT}", "content": path_unit, "mode": "0644"}]
+
+
+def _cdi_section(inputs: dict, observed: dict, toolkit_version: object) -> dict:
+    """The spec and its refresh: the toolkit's units pointed at our spec when installed, else our own. Not
+    observed (a render): the toolkit ships them from 1.18."""
+    spec_path = inputs["cdi_spec_path"]
+    if "cdi_refresh_unit" in observed:
+        toolkit_units = bool(observed["cdi_refresh_unit"])
+    else:
+        toolkit_units = bool(toolkit_version) and _version(toolkit_version, "toolkit version") >= TOOLKIT_CDI_DEFAULT
+    files = observed.get("files") or {}
+    if toolkit_units:
+        refresh = {"unit": REFRESH_UNIT, "owner": "the container toolkit",
+                   "files": [{"path": REFRESH_ENV, "content": refresh_env_text(files.get(REFRESH_ENV), spec_path),
+                              "mode": "0644"}]}
+    else:
+        refresh = {"unit": OWN_REFRESH_UNIT, "owner": "kube-gpu-nodes", "files": own_refresh_units(spec_path)}
+    return {"spec_path": spec_path, "spec_dir": _spec_dir(inputs), "refresh": refresh,
+            "generate": ["nvidia-ctk", "cdi", "generate", "--format=json", "--output=%s"]}
+
+
 def runtime_plan(inputs: object, observed: object) -> dict:
-    """The container-runtime section of the host plan: which engine, the files it needs, what is removed.
+    """The container-runtime section of the host plan: which engine, the mode, the files it needs, what is removed.
 
     ``inputs``: the nvidia_container_runtime role's settings (``engine``, ``kubernetes_version``,
     ``set_default``, ``binary``, ``docker_config``, ``docker_runtime_path``, ``docker_runtime_args``,
-    ``containerd_config``, ``containerd_dropin`` ("" = no drop-in), ``crio_config``, ``crio_dropin``).
+    ``containerd_config``, ``containerd_dropin`` ("" = no drop-in), ``crio_config``, ``crio_dropin``, ``mode``
+    auto|cdi|legacy, ``toolkit_version``, ``cdi_spec_path``, ``toolkit_config``).
     ``observed``: what the node shows (``versions`` {docker, containerd, crio}, ``cri_dockerd``,
-    ``files`` {path: text or None}, ``containerd_default``); what is missing is assumed and listed in
-    ``assumed``. Returns ``{engine, service, cri_plugin, versions, files, remove, assumed}``; each file is
-    ``{path, content, mode, validate}`` (validate: argv with %s for the candidate, or None).
+    ``files`` {path: text or None}, ``containerd_default``, ``toolkit_version``, ``toolkit_default``); what is
+    missing is assumed and listed in ``assumed``. Returns ``{runtime_mode, runtime_mode_why, cdi, toolkit_files,
+    engine, service, cri_plugin, versions, files, remove, assumed}``; each file is ``{path, content, mode,
+    validate}`` (validate: argv with %s for the candidate, or None). ``toolkit_files`` (the toolkit's config.toml
+    with the mode, the refresh units or env file) need no engine restart; ``cdi`` (CDI mode only) names the spec
+    the node generates (``generate``: argv, %s for the output), its folder and its refresh (``unit`` to enable).
+    ``observed.cdi_refresh_unit``: whether the toolkit's nvidia-cdi-refresh.path is installed.
     """
-    inputs = _mapping(inputs, "runtime_plan: inputs")
+    inputs = {**PLAN_DEFAULTS, **_mapping(inputs, "runtime_plan: inputs")}
     observed = _mapping(observed, "runtime_plan: observed")
     assumed: list = []
     versions = _observed_versions(observed, inputs, assumed)
-    detected = {**versions, "cri_dockerd": bool(observed.get("cri_dockerd"))}
-    engine = container_runtime_choice(detected, inputs["kubernetes_version"], inputs["engine"])
+    decided = runtime_mode(inputs, observed)
+    engine, mode = decided["engine"], decided["mode"]
+    cdi = mode == "cdi"
     files = observed.get("files") or {}
     cri_plugin = None
     if engine == "docker":
-        planned = _docker_files(inputs, files, versions["docker"])
+        planned = _docker_files(inputs, files, versions["docker"], cdi)
     elif engine == "containerd":
-        cri_plugin, planned = _containerd_files(inputs, observed, versions["containerd"], assumed)
+        cri_plugin, planned = _containerd_files(inputs, observed, versions["containerd"], assumed, cdi)
     else:
-        planned = _crio_files(inputs, files)
+        planned = _crio_files(inputs, files, cdi)
     return {
+        "runtime_mode": mode,
+        "runtime_mode_why": decided["why"],
+        "cdi": _cdi_section(inputs, observed, decided["toolkit_version"]) if cdi else None,
+        "toolkit_files": _toolkit_files(inputs, observed, mode, assumed)
+        + (_cdi_section(inputs, observed, decided["toolkit_version"])["refresh"]["files"] if cdi else []),
         "engine": engine,
         "service": SERVICE[engine],
         "cri_plugin": cri_plugin,

@@ -1,14 +1,15 @@
 """What the running container engine shows (node side), judged against the runtime plan.
 
-The container_runtime module checks it after every change and on every run; verify (gpu_node_probe)
+The container_runtime module checks it after every change and on every run; verify (gpu_node_verify)
 reports it. One place decides what "the engine runs nvidia" means: the engine answers, it knows the
 nvidia runtime, nvidia is its default (when asked), it was started after its config files last
 changed, and the runtime binary it is told to run executes.
 """
 
+import glob
 import os
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, host
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import NVIDIA_RUNTIME, toml_parse
 
@@ -22,11 +23,14 @@ def _docker_live(module):
         except ValueError:
             info = {}
     answered = bool(info.get("ServerVersion"))
+    # Docker 25+ lists the CDI spec folders in `docker info` when CDI is on (empty or absent when off)
+    dirs = info.get("CDISpecDirs")
     return {
         "answered": answered,
         "error": "" if answered else (err or out or "no answer").strip()[:300],
         "default_runtime": info.get("DefaultRuntime") or "",
         "runtimes": sorted((info.get("Runtimes") or {}).keys()),
+        "cdi": {"enabled": bool(dirs) if answered else None, "spec_dirs": list(dirs or []), "source": "docker info"},
     }
 
 
@@ -38,10 +42,15 @@ def _containerd_live(module, plan):
     rc, out, _ = host.run(module, ["crictl", "info"], timeout=20)
     if rc == 0:
         try:
-            config = module.from_json(out).get("config", {}).get("containerd", {})
+            whole = module.from_json(out).get("config", {})
+            config = whole.get("containerd", {})
             live["default_runtime"] = config.get("defaultRuntimeName", "")
             live["runtimes"] = sorted((config.get("runtimes") or {}).keys())
             live["source"] = "crictl info"
+            # the CRI's own settings as the running daemon holds them (containerd v2.1.0
+            # internal/cri/config/config.go: json enableCDI, cdiSpecDirs; the same names in 1.7)
+            live["cdi"] = {"enabled": whole.get("enableCDI"), "spec_dirs": list(whole.get("cdiSpecDirs") or []),
+                           "source": "crictl info"}
             return live
         except (ValueError, AttributeError):
             pass
@@ -56,6 +65,9 @@ def _containerd_live(module, plan):
     live["default_runtime"] = section.get("default_runtime_name", "")
     live["runtimes"] = sorted((section.get("runtimes") or {}).keys())
     live["source"] = "containerd config dump (the files the running daemon was started on)"
+    enabled = cri.get("enable_cdi") if isinstance(cri, dict) else None
+    live["cdi"] = {"enabled": enabled, "spec_dirs": list((cri or {}).get("cdi_spec_dirs") or []),
+                   "source": "containerd config dump"}
     return live
 
 
@@ -68,8 +80,11 @@ def _crio_live(module):
         runtime = toml_parse(out, "crio status config").get("crio", {}).get("runtime", {})
     except KgnError:
         runtime = {}
+    # CRI-O has CDI on with no switch; the folders it scans are in its runtime table
     return {"answered": True, "error": "", "default_runtime": runtime.get("default_runtime", ""),
-            "runtimes": sorted((runtime.get("runtimes") or {}).keys())}
+            "runtimes": sorted((runtime.get("runtimes") or {}).keys()),
+            "cdi": {"enabled": True, "spec_dirs": list(runtime.get("cdi_spec_dirs") or []),
+                    "source": "crio status config"}}
 
 
 def live_state(module, plan, set_default=True):
@@ -95,6 +110,10 @@ def live_state(module, plan, set_default=True):
             problems.append(f"{engine} has no nvidia runtime (runtimes: {', '.join(live['runtimes']) or 'none'})")
         if set_default and live["default_runtime"] != NVIDIA_RUNTIME:
             problems.append(f"{engine}'s default runtime is {live['default_runtime'] or 'unset'!r}, not nvidia")
+    if plan.get("runtime_mode") == "cdi" and live.get("answered"):
+        row = cdi.engine_row({"name": engine, **(live.get("cdi") or {})}, plan["cdi"]["spec_dir"])
+        if row["status"] == "failed":
+            problems.append(row["summary"])
     if live["stale_files"]:
         problems.append(f"{plan['service']} was started before {', '.join(live['stale_files'])} last changed "
                         "(a change that was never restarted)")
@@ -112,3 +131,56 @@ def binary_state(module, name):
     first = (out or "").strip().splitlines()
     return {"path": path, "exists": True, "executes": rc == 0, "version": first[0] if first else "",
             "error": "" if rc == 0 else (err or out).strip()[:300]}
+
+
+# --- the node's CDI spec ---------------------------------------------------------------------------
+
+NVML_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+             "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib")
+
+
+def driver_on_node(module, spec_paths=()):
+    """``(driver, gpus)``: the running driver (``version`` from nvidia-smi, ``answers``, ``installed_at``: the
+    ctime of the NVML library, set when the package manager or an installer put it there) and the GPUs
+    ``[{index, uuid}]`` (None when nvidia-smi does not answer)."""
+    rc, out, _ = host.run(module, ["nvidia-smi", "--query-gpu=index,uuid,driver_version", "--format=csv,noheader"],
+                          timeout=30)
+    gpus, version = None, None
+    if rc == 0:
+        gpus = []
+        for line in (out or "").splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 3 and parts[0].isdigit():
+                gpus.append({"index": int(parts[0]), "uuid": parts[1]})
+                version = parts[2]
+    folders = [os.path.dirname(p) for p in spec_paths if "/libnvidia-ml.so" in p] + list(NVML_DIRS)
+    installed_at = None
+    for folder in folders:
+        found = sorted(glob.glob(os.path.join(folder, "libnvidia-ml.so.*[0-9].*")))
+        if found:
+            installed_at = os.stat(os.path.realpath(found[-1])).st_ctime
+            break
+    return {"version": version, "answers": rc == 0, "installed_at": installed_at}, gpus
+
+
+def cdi_state(module, plan, engine_live):
+    """The CDI rows (module_utils/cdi.py) of the node as it is now: the spec on disk, the driver and GPUs, the
+    host paths the spec names, the running engine's CDI settings."""
+    section = plan["cdi"]
+    path = section["spec_path"]
+    text = host.read(path)
+    info = host.stat(path)
+    try:
+        names = cdi.host_paths(cdi.parse_spec(text, path))
+    except KgnError:
+        names = []
+    driver, gpus = driver_on_node(module, names)
+    state = {"spec_path": path, "spec_text": text, "spec_mtime": info["mtime"] if info else None, "driver": driver,
+             "gpus": gpus, "paths": {p: os.path.exists(p) for p in names}, "spec_dir": section["spec_dir"],
+             "engine": {"name": plan["engine"], **((engine_live or {}).get("cdi") or {})}}
+    rows = cdi.cdi_checks(state)
+    return {"spec_path": path, "spec_exists": text is not None, "driver": driver, "gpus": gpus, "rows": rows,
+            "stale": any(r["id"] == "cdi_fresh" and r["status"] == "failed" for r in rows),
+            "devices": next((r["evidence"].get("devices") for r in rows if r["id"] == "cdi_spec"
+                             and r["status"] == "ok"), []),
+            "engine_cdi": (engine_live or {}).get("cdi"), "refresh_unit": section["refresh"]["unit"]}

@@ -31,7 +31,12 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_extender i
     extender_from_neutral,
     same_url,
 )
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
+    ALLOW_NEWER,
+    KUBERNETES_SUPPORTED,
+    kubernetes_minor,
+    newest_known,
+)
 
 POLICY_PATH = "/etc/kubernetes/scheduler-policy-config.json"
 CONFIG_PATH = "/etc/kubernetes/scheduler-policy-config.yaml"
@@ -52,9 +57,11 @@ def _fail(message: str) -> KgnError:
     return KgnError(message)
 
 
-def _minor(kubernetes_version: object, filter_name: str) -> int:
+def _minor(kubernetes_version: object, filter_name: str, allow_newer: object = False) -> int:
     """Return the 1.x minor of a supported Kubernetes version, or raise KgnError."""
-    return kubernetes_minor(kubernetes_version, f"{filter_name}: the Kubernetes version")
+    if not isinstance(allow_newer, bool):
+        raise KgnError(f"{filter_name}: allow_newer ({ALLOW_NEWER}) must be true or false, got {allow_newer!r}")
+    return kubernetes_minor(kubernetes_version, f"{filter_name}: the Kubernetes version", allow_newer=allow_newer)
 
 
 def _target_api(minor: int) -> str:
@@ -89,14 +96,23 @@ def _removed_flags(minor: int) -> "tuple[list[str], dict[str, str]]":
     return list(notes), notes
 
 
-def scheduler_variant(kubernetes_version: object) -> dict:
-    """Describe the kube-scheduler config variant for a Kubernetes version."""
-    minor = _minor(kubernetes_version, "scheduler_variant")
+def scheduler_variant(kubernetes_version: object, allow_newer: object = False) -> dict:
+    """Describe the kube-scheduler config variant for a Kubernetes version. With ``allow_newer`` a minor newer than
+    the newest known one gets the newest known one's variant, and ``newer_than_known``/``note`` say so."""
+    cluster_minor = _minor(kubernetes_version, "scheduler_variant", allow_newer)
+    minor = newest_known(cluster_minor)
     api = _target_api(minor)
     removed, notes = _removed_flags(minor)
     policy = api == "policy"
+    newer = cluster_minor != minor
     return {
-        "kubernetes_minor": f"1.{minor}",
+        "kubernetes_minor": f"1.{cluster_minor}",
+        # the minor whose version facts this variant follows (differs only with allow_newer)
+        "variant_minor": f"1.{minor}",
+        "newer_than_known": newer,
+        "note": (f"Kubernetes {kubernetes_version} is newer than 1.{KUBERNETES_SUPPORTED[1][1]}, the newest release "
+                 f"this project knows: its kube-scheduler gets the 1.{minor} variant ({ALLOW_NEWER} is true)")
+        if newer else "",
         "format": "policy" if policy else "kube_scheduler_configuration",
         "kind": "Policy" if policy else "KubeSchedulerConfiguration",
         "api_version": "v1" if policy else f"{GROUP}/{api}",
@@ -130,7 +146,8 @@ def _merge_extenders(kept: "list[dict]", new: "list[dict]") -> "list[dict]":
 
 
 def scheduler_config(kubernetes_version: object, extenders: object, kubeconfig: object = None,
-                         existing: object = None, in_cluster: object = False, replace_resources: object = None) -> dict:
+                     existing: object = None, in_cluster: object = False, replace_resources: object = None,
+                     allow_newer: object = False) -> dict:
     """Build the complete kube-scheduler config document for a Kubernetes version.
 
     ``replace_resources``: extended resource names whose extenders in ``existing`` the caller replaces (the
@@ -139,9 +156,11 @@ def scheduler_config(kubernetes_version: object, extenders: object, kubeconfig: 
     ``in_cluster=True`` is for a kube-scheduler running as a pod (a second scheduler on a managed control
     plane): kubeconfig must then be empty, and the document has no clientConnection.kubeconfig, so
     client-go uses the pod's service account. Only for KubeSchedulerConfiguration versions (1.19+).
+
+    ``allow_newer``: a minor newer than the newest known one gets the newest known one's document.
     """
-    variant = scheduler_variant(kubernetes_version)
-    minor = int(variant["kubernetes_minor"].split(".")[1])
+    variant = scheduler_variant(kubernetes_version, allow_newer)
+    minor = int(variant["variant_minor"].split(".")[1])
     if not isinstance(in_cluster, bool):
         raise _fail(f"scheduler_config: in_cluster must be true or false, got {in_cluster!r}")
     if in_cluster and kubeconfig not in (None, ""):

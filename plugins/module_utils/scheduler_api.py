@@ -89,10 +89,18 @@ EXTENSION_POINTS = {
     "v1beta3": (*_POINTS, "preBind", "bind", "postBind", "multiPoint"),  # multiPoint from v1beta3 [KS-1.23]
     "v1": (*_POINTS, "preBind", "bind", "postBind", "multiPoint"),
 }
-PREENQUEUE_FIRST_MINOR = 26  # preEnqueue extension point (pod scheduling readiness) in v1beta3/v1 from 1.26
+# Extension points added after an apiVersion came: point -> (apiVersions that have it, first minor). Read in
+# config/<apiVersion>/types.go (type Plugins) of each kubernetes-1.X.0 tag of the kube-scheduler staging
+# repository [KS tags]; 1.37 at kubernetes-1.37.0-beta.0 [KS-1.37].
+POINTS_ADDED = {
+    "preEnqueue": (("v1beta3", "v1"), 26),  # pod scheduling readiness [KS-1.26]
+    "placementGenerate": (("v1",), 36),  # workload (pod group) placement [KS-1.36]
+    "placementScore": (("v1",), 36),  # [KS-1.36]
+    "podGroupPostFilter": (("v1",), 37),  # [KS-1.37]
+}
 PROFILE_PERCENTAGE_FIRST_MINOR = 26  # profiles[].percentageOfNodesToScore in v1 from 1.26 [KS-1.26]
 # Top-level v1 fields added after 1.25, by the first minor that reads them.
-V1_ADDED = {"delayCacheUntilActive": 36}  # [KS-1.36]
+V1_ADDED = {"delayCacheUntilActive": 28}  # [KS-1.28] (type KubeSchedulerConfiguration)
 
 POLICY_TOP_LEVEL = ("kind", "apiVersion", "predicates", "priorities", "extenders", "hardPodAffinitySymmetricWeight",
                     "alwaysCheckAllPredicates")
@@ -179,9 +187,8 @@ def _convert_profiles(profiles: object, source: str, target: str, minor: int) ->
     if not isinstance(profiles, list):
         raise _fail(f"scheduler_config: the existing config's 'profiles' is a {type(profiles).__name__}, "
                     "expected a list")
-    points = list(EXTENSION_POINTS[target])
-    if target in ("v1beta3", "v1") and minor >= PREENQUEUE_FIRST_MINOR:
-        points.append("preEnqueue")
+    points = list(EXTENSION_POINTS[target]) + [point for point, (apis, first) in POINTS_ADDED.items()
+                                               if target in apis and minor >= first]
     allowed = ["schedulerName", "plugins", "pluginConfig"]
     if target == "v1" and minor >= PROFILE_PERCENTAGE_FIRST_MINOR:
         allowed.append("percentageOfNodesToScore")

@@ -3,7 +3,8 @@
 Filters (documentation in the sidecar ``<filter>.yml`` files):
 
 - ``scheduler_extender_urls``: the base URL of each stack's extender Service for the chosen mode.
-- ``systemd_exec_start``: the effective ExecStart argv of a unit from its file and drop-ins.
+- ``systemd_exec_start``: the effective ExecStart argv of a unit from its file and drop-ins
+  (``systemd_exec_start_files``: which of them set it; the last one wins).
 - ``systemd_exec_line``: an argv written as one systemd ExecStart= value (quoted, % and $ escaped).
 - ``scheduler_args``: an argv with the managed config flag set exactly once.
 - ``scheduler_static_pod``: a kubeadm static pod manifest with the flag, hostPath volume and mount.
@@ -97,6 +98,27 @@ def scheduler_extender_urls(
 _LINE_CONT = re.compile(r"\\\n")
 
 
+def _exec_start_values(text):
+    """The ExecStart= values of the [Service] section of one unit file text ("" for a reset), in order."""
+    values = []
+    section = ""
+    for raw in _LINE_CONT.sub(" ", str(text or "")).splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]" and line.startswith("ExecStart="):
+            values.append(line.split("=", 1)[1].strip())
+    return values
+
+
+def systemd_exec_start_files(unit_files):
+    """The files that set ExecStart=, from ``[(path, text), ...]`` in systemd's order (the unit, then its drop-ins
+    sorted by file name); the last one is the file whose command systemd runs."""
+    return [path for path, text in unit_files or [] if _exec_start_values(text)]
+
+
 def systemd_exec_start(unit_texts):
     """Effective ExecStart argv of a service from its unit file text followed by its drop-ins' texts.
 
@@ -108,22 +130,8 @@ def systemd_exec_start(unit_texts):
         unit_texts = [unit_texts]
     commands: list[str] = []
     for text in unit_texts or []:
-        joined = _LINE_CONT.sub(" ", str(text))
-        section = ""
-        for raw in joined.splitlines():
-            line = raw.strip()
-            if not line or line.startswith(("#", ";")):
-                continue
-            if line.startswith("["):
-                section = line
-                continue
-            if section != "[Service]" or not line.startswith("ExecStart="):
-                continue
-            value = line.split("=", 1)[1].strip()
-            if not value:
-                commands = []
-            else:
-                commands.append(value)
+        for value in _exec_start_values(text):
+            commands = [*commands, value] if value else []
     if not commands:
         raise _fail(
             "the kube-scheduler unit has no ExecStart= in [Service]; check kube_scheduler_extender_"

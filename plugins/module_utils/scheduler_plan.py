@@ -4,20 +4,24 @@ GPU-sharing extenders (or take it back to the installer's own command when no ex
 ``scheduler_plan(inputs, observed)`` is pure: ``inputs`` are the kube_scheduler_extender role's settings,
 ``observed`` what the node shows (read by the kgn.gpu_nodes.kube_scheduler module, or recorded by its last
 run as ``kgn_observed_kube_scheduler``, or missing for a render from inventory data alone: then the
-installers' own layouts given in ``inputs['assume']`` are used and every such assumption is listed in
-``assumed``). The decisions themselves are the filters' code: ``scheduler.py`` (variant and document),
-``scheduler_patch.py`` (URLs, ExecStart, flags, static pod) and ``stacks.py`` (the stacks' extenders).
+installers' own layouts are used (kubeadm's manifest of the version from scheduler_kubeadm.py, kubeasz's
+ExecStart given in ``inputs['assume']``) and every such assumption is listed in ``assumed``). The decisions
+themselves are the filters' code: ``scheduler.py`` (variant and document), ``scheduler_patch.py`` (URLs,
+ExecStart, flags, static pod) and ``stacks.py`` (the stacks' extenders).
 
 The observation (all keys optional)::
 
     manifest: {path, text (None: no file), mode}
-    unit: {name, load_state, fragment, dropins: [paths], texts: {path: text}, need_daemon_reload}
+    unit: {name, load_state, fragment, dropins: [paths], texts: {path: text}, need_daemon_reload, exec_start}
     version: {argv, rc, output}            # `<scheduler binary> --version`, when it was needed
     files: {path: text or None}            # the config files (current and the project's own)
     exists: {path: bool}                   # the kubeconfig
     addresses: [ip, ...]                   # hostname --all-ip-addresses
     default_address: ip or None            # source address of the default route
     kube_proxy_mode: text ("" = kube-proxy did not answer)
+
+A drop-in of the unit that sorts after this project's own and sets ExecStart= is refused, naming it (systemd would
+run its command, never ours).
 """
 
 import copy
@@ -36,6 +40,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import (
     scheduler_variant,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_api import classify, existing_extenders
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_kubeadm import kubeadm_scheduler_pod
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (
     CHECKSUM_ANNOTATION,
     CONFIG_FLAGS,
@@ -46,6 +51,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch impo
     scheduler_static_pod,
     systemd_exec_line,
     systemd_exec_start,
+    systemd_exec_start_files,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog, stack_extenders
 
@@ -86,6 +92,7 @@ DEFAULTS = {
     "tls": {},
     "backup_dir": "/etc/kubernetes/kgn-backups",
     "prevalidate": True,
+    "allow_newer": False,
     "assume": {},
 }
 STYLES = ("auto", "kubeadm", "systemd")
@@ -203,6 +210,9 @@ def _inputs(inputs: object) -> dict:
     if merged["kube_proxy_mode"] not in PROXY_MODES:
         raise KgnError(f"kube_scheduler_extender_kube_proxy_mode is {merged['kube_proxy_mode']!r}; choose one of "
                        f"{', '.join(PROXY_MODES)}")
+    if not isinstance(merged["allow_newer"], bool):
+        raise KgnError(f"kube_scheduler_extender_allow_newer (kubernetes_version_allow_newer) must be true or false, "
+                       f"got {merged['allow_newer']!r}")
     if not isinstance(merged["extra_extenders"], list):
         raise KgnError("kube_scheduler_extender_extra_extenders must be a list of extenders in the neutral form")
     merged["kubernetes_version"] = str(merged["kubernetes_version"] or "").strip()
@@ -233,8 +243,10 @@ def _assumed_observation(inputs: dict, observed: dict, assumed: list) -> dict:
     if style == "kubeadm":
         text = assume.get("kubeadm_manifest")
         if not text:
-            raise KgnError("scheduler_plan: nothing is observed of this host and no kubeadm manifest to assume was "
-                           "given (assume.kubeadm_manifest)")
+            if not inputs["kubernetes_version"]:
+                raise KgnError("rendering the scheduler config needs kubernetes_version (quoted, e.g. \"1.23.1\"): "
+                               "without contacting the host it cannot be detected")
+            text = yaml_dump(kubeadm_scheduler_pod(inputs["kubernetes_version"]))
         observed["manifest"] = {"path": inputs["kubeadm_manifest"], "text": text, "mode": MANIFEST_MODE}
         assumed.append(f"{inputs['kubeadm_manifest']} is kubeadm's own manifest for this version (no observation "
                        "recorded)")
@@ -324,6 +336,8 @@ def _current(style: str, inputs: dict, observed: dict) -> dict:
     paths = [p for p in paths if p]
     texts = unit.get("texts") or {}
     theirs = [p for p in paths if posixpath.basename(p) != DROPIN_NAME]
+    # drop-ins that sort after ours and set ExecStart: systemd runs their command, not ours
+    later = [p for p in theirs if p != unit.get("fragment") and posixpath.basename(p) > DROPIN_NAME]
     if unit.get("assumed_source"):
         source = f"{inputs['systemd_unit']} as {unit['assumed_source']} renders it"
     else:
@@ -333,6 +347,8 @@ def _current(style: str, inputs: dict, observed: dict) -> dict:
         "original_argv": systemd_exec_start([texts.get(p) or "" for p in theirs]),
         "source": source,
         "unit_files": theirs,
+        "shadowing": systemd_exec_start_files([(p, texts.get(p) or "") for p in later]),
+        "texts": texts,
         "dropin": ours,
         "dropin_text": next((texts.get(p) for p in paths if posixpath.basename(p) == DROPIN_NAME), None),
     }
@@ -557,6 +573,28 @@ def _on_our_config(style: str, current: dict) -> bool:
     return any(v.get("name") == VOLUME_NAME for v in volumes) or CHECKSUM_ANNOTATION in _annotations(pod)
 
 
+def _shadowed(inputs: dict, current: dict, variant: dict) -> KgnError:
+    """The refusal when a drop-in that sorts after ours sets ExecStart: systemd would run its command, never ours.
+    This project does not take the last word over a later drop-in (docs/scheduler-versions.md, "A drop-in after
+    ours"); the admin chooses."""
+    last = current["shadowing"][-1]
+    try:
+        runs = " ".join(systemd_exec_start([current["texts"].get(last) or ""]))
+    except KgnError:
+        runs = "no command (it only resets ExecStart=)"
+    name = posixpath.basename(last)
+    flag = f"{variant['flag']}={variant['path']}"
+    return KgnError(
+        f"{last} sets ExecStart= and sorts after this project's drop-in {DROPIN_NAME}, so systemd runs its command "
+        f"({runs}){'' if flag in runs else f', without {flag}'}: kube-scheduler would not read the extenders' config. "
+        f"This project does not override a later drop-in. Choose one: move the flags you need into "
+        f"{current['unit_files'][0]} or into a drop-in that sorts before {DROPIN_NAME} (for example rename it to "
+        f"50-{name.split('-', 1)[-1] if name[:2].isdigit() else name}): every flag there is kept in the ExecStart "
+        f"this project writes; or remove the ExecStart lines from {last} (its other settings stay); or leave this "
+        f"scheduler alone by taking the stacks that need an extender out of gpu_sharing_stacks"
+    )
+
+
 def dropin_text(argv: list, source: str, flag: str) -> str:
     return (DROPIN_HEADER.format(source=source, flag=flag)
             + f"[Service]\nExecStart=\nExecStart={systemd_exec_line(argv)}\n")
@@ -581,14 +619,15 @@ def restart_manifest(plan: dict, stamp: str) -> dict:
 def scheduler_plan(inputs: object, observed: object) -> dict:
     """The kube-scheduler section of the host plan.
 
-    Returns ``{action, left_alone, reason, style, version, version_source, variant, kubeconfig, config,
-    current_argv, argv, health_url, extender_urls, extenders, files, remove, manifest, unit, dropin, watch,
-    prevalidate, assumed}``. ``action`` is ``configure`` (the extenders are wanted), ``remove`` (none is
-    wanted and the scheduler runs on this project's config: back to the installer's command) or ``leave``
-    (none is wanted and the scheduler does not run on this project's config: nothing changes). ``files`` are
-    ``{path, content, mode}`` in the order they are written (the config before the manifest that mounts it);
-    ``remove`` are ``{path, content: None}``, removed after. ``watch`` are the files the running scheduler
-    must have been started after.
+    Returns ``{action, left_alone, reason, style, version, version_source, variant, newer_than_known, version_note,
+    kubeconfig, config, current_argv, argv, health_url, extender_urls, extenders, files, remove, manifest, unit,
+    dropin, watch, prevalidate, assumed}``. ``newer_than_known``/``version_note``: the cluster runs a minor newer
+    than the newest known one and gets that one's variant (``allow_newer``); the run and the report say the note.
+    ``action`` is ``configure`` (the extenders are wanted), ``remove`` (none is wanted and the scheduler runs on
+    this project's config: back to the installer's command) or ``leave`` (none is wanted and the scheduler does not
+    run on this project's config: nothing changes). ``files`` are ``{path, content, mode}`` in the order they are
+    written (the config before the manifest that mounts it); ``remove`` are ``{path, content: None}``, removed after.
+    ``watch`` are the files the running scheduler must have been started after.
     """
     inputs = _inputs(inputs)
     if observed is not None and not isinstance(observed, dict):
@@ -601,7 +640,8 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     style = _style(inputs, observed)
     plan = {
         "action": "leave", "left_alone": True, "reason": "", "style": style, "version": None,
-        "version_source": "", "variant": None, "kubeconfig": None, "config": None, "current_argv": [],
+        "version_source": "", "variant": None, "newer_than_known": False, "version_note": "",
+        "kubeconfig": None, "config": None, "current_argv": [],
         "argv": [], "health_url": None, "extender_urls": urls, "extenders": extenders, "files": [], "remove": [],
         "manifest": inputs["kubeadm_manifest"] if style == "kubeadm" else None,
         "unit": inputs["systemd_unit"] if style == "systemd" else None,
@@ -619,12 +659,14 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     files = observed.get("files") or {}
     try:
         version, source = _version(style, inputs, observed, current, rendering)
-        variant = scheduler_variant(version)
+        variant = scheduler_variant(version, inputs["allow_newer"])
     except KgnError:
         if extenders:
             raise
         version, source, variant = None, "", None
-    plan.update(version=version, version_source=source, variant=variant)
+    plan.update(version=version, version_source=source, variant=variant,
+                newer_than_known=bool(variant and variant["newer_than_known"]),
+                version_note=(variant or {}).get("note") or "")
     unit_files = [inputs["kubeadm_manifest"]] if style == "kubeadm" else current["unit_files"]
 
     if not extenders:
@@ -665,7 +707,8 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
     existing_text = files.get(existing_path) if existing_path else None
     existing = yaml_load(existing_text, f"the scheduler's current config {existing_path}") if existing_text else None
     replaced = _stack_extenders_to_replace(existing, existing_path, extenders)
-    document = scheduler_config(version, extenders, kubeconfig, existing or None, replace_resources=replaced)
+    document = scheduler_config(version, extenders, kubeconfig, existing or None, replace_resources=replaced,
+                                allow_newer=inputs["allow_newer"])
     text = config_text(document, variant)
     config = {"path": variant["path"], "content": text, "mode": "0644"}
     if style == "kubeadm":
@@ -674,6 +717,8 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
         patch = {"path": inputs["kubeadm_manifest"], "content": yaml_dump(pod), "mode": current["mode"]}
         watch = [variant["path"], inputs["kubeadm_manifest"]]
     else:
+        if current["shadowing"]:
+            raise _shadowed(inputs, current, variant)
         argv = scheduler_args(current["original_argv"], variant["flag"], variant["path"], variant["removed_flags"])
         patch = {"path": current["dropin"], "content": dropin_text(argv, current["source"], variant["flag"]),
                  "mode": "0644"}

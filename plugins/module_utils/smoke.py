@@ -1,8 +1,8 @@
 """The GPU smoke tests: a short-lived container through the engine kubelet uses, and a pod through Kubernetes, each
 listing the GPUs it sees, compared with the host; and, when it does not get there, the cause.
 
-Pure (no node access, Python 3.6): the gpu_smoke module (engine, on the node) and the gpu_pod_smoke module (pod, on
-the API host) run what this plans and hand back what they read; everything here decides.
+Pure (no node access, Python 3.6): the gpu_node_verify module (engine, on the node; also the gpu_smoke module) and
+the gpu_pod_smoke module (pod, on the API host) run what this plans and hand back what they read; everything here decides.
 
   engine_plan      the command lines of one engine smoke: the run per engine and runtime mode, the cleanup, the image
   parse_output     what the smoke workload printed (nvidia-smi -L, /dev, /proc/driver/nvidia, the environment)
@@ -10,8 +10,9 @@ the API host) run what this plans and hand back what they read; everything here 
   cri_runtime      the CRI's default runtime handler (what kubelet's pods run with) from containerd's config
   judge_engine     the engine smoke's result: ok, no GPU visible, failed (with its cause) or skipped
   judge_output     what the workload printed, against the host (both smokes)
-  CAUSES           every cause either smoke names, with what it means and what to do
-  smoke_checks     the verify checks (engine_smoke, pod_smoke) with their diagnosis, and the report cell
+  CAUSES           every cause either smoke names, with what it means and what to do (checks_smoke.py registers
+                   them with the engine_smoke and pod_smoke checks)
+  host_from_state  the host's GPUs from the driver's recorded state (the pod smoke's comparison)
 The pod smoke's own decisions (its objects, when to stop waiting, its verdict) are in smoke_pod.py.
 
 What the smoke workload runs is one fixed command (SCRIPT): it prints, between marker lines, what the runtime put
@@ -533,70 +534,19 @@ def judge_engine(plan, host, run=None, image=None, engine_state=None):
     return verdict(status, cause, summary, seen=seen)
 
 
-# --- into verify ---------------------------------------------------------------------------------------
-
-TITLES = {
-    "engine_smoke": "a GPU container through the engine kubelet uses sees the host's GPUs",
-    "pod_smoke": "a pod asking for the stack's GPU resource runs on the node and sees it",
-}
-_CHECK_STATUS = {"ok": "ok", "no_gpu": "warn", "failed": "failed", "skipped": "skipped"}
+# --- the host's GPUs from what the driver's module recorded ------------------------------------------------
 
 
-def _diagnosis(cause, extra=""):
-    if not cause or cause not in CAUSES:
-        return []
-    what, fix = CAUSES[cause]
-    return [{"id": f"smoke_{cause}", "cause": what + extra, "fix": fix, "source": "docs/smoke.md"}]
-
-
-def engine_check(result):
-    """The engine_smoke check of verify from a gpu_smoke result (None when the smoke was off)."""
-    if not result:
-        return None
-    status = _CHECK_STATUS.get(result.get("status"), "failed")
-    evidence = {k: result.get(k) for k in ("engine", "mode", "image", "runtime", "argv", "cause", "cleanup", "host",
-                                           "stdout", "stderr") if k in result}
-    return {"id": "engine_smoke", "title": TITLES["engine_smoke"], "status": status,
-            "summary": result.get("summary") or "", "evidence": evidence,
-            "diagnosis": _diagnosis(result.get("cause")) if status in ("failed", "warn") else []}
-
-
-def pod_check(result):
-    """The pod_smoke check of verify from a gpu_pod_smoke result (None when the smoke was off)."""
-    if not result:
-        return None
-    status = _CHECK_STATUS.get(result.get("status"), "failed")
-    pods = result.get("pods") or []
-    summary = result.get("summary") or "; ".join(f"{p.get('stack')}: {p.get('summary')}" for p in pods)
-    causes = [p.get("cause") for p in pods if p.get("status") in ("failed", "no_gpu") and p.get("cause")]
-    if result.get("cause"):
-        causes.insert(0, result["cause"])
-    diagnosis = [d for c in dict.fromkeys(causes) for d in _diagnosis(c)] if status in ("failed", "warn") else []
-    return {"id": "pod_smoke", "title": TITLES["pod_smoke"], "status": status, "summary": summary,
-            "evidence": {"pods": pods, "deleted": result.get("deleted"), "api_host": result.get("api_host", "")},
-            "diagnosis": diagnosis}
-
-
-def smoke_checks(engine_result=None, pod_result=None):
-    """The smoke checks of one GPU node (the ones that ran)."""
-    return [c for c in (engine_check(engine_result), pod_check(pod_result)) if c]
-
-
-def smoke_cell(checks):
-    """The report's smoke column: ``engine: <what>; pod: <what>`` ("-" when no smoke ran)."""
-    parts = []
-    for check in checks or []:
-        if check.get("id") not in TITLES:
-            continue
-        status = check.get("status")
-        cause = ((check.get("diagnosis") or [{}])[0].get("id") or "")[len("smoke_"):].replace("_", " ")
-        if status == "warn" and cause == "no gpu visible":
-            part = "no GPU visible"
-        elif status == "warn" and str(check.get("summary") or "").endswith("(waived on this inventory)"):
-            part = f"waived ({cause})" if cause else "waived"
-        elif status in ("failed", "warn", "pending"):
-            part = f"{'FAILED' if status == 'failed' else status} ({cause})" if cause else status
-        else:
-            part = status
-        parts.append(f"{check['id'].split('_')[0]}: {part}")
-    return "; ".join(parts) or "-"
+def host_from_state(driver_state):
+    """The host's GPUs as host_view shows them, from the nvidia_driver module's recorded state (kgn_state_nvidia_driver:
+    its live ``nvidia-smi -q -x``), for the pod smoke, which runs on the API host and cannot ask the node itself; {}
+    when nothing was recorded (the pod's GPUs are then not compared)."""
+    live = (driver_state or {}).get("live") if isinstance(driver_state, dict) else None
+    gpu = (live or {}).get("gpu") or {}
+    if not isinstance(gpu, dict) or not gpu:
+        return {}
+    answered = bool(((live or {}).get("nvidia_smi") or {}).get("answered"))
+    gpus = [{"index": g.get("index", i), "name": g.get("product_name") or "", "uuid": g.get("uuid") or "", "mig": []}
+            for i, g in enumerate(gpu.get("gpus") or []) if isinstance(g, dict)] if answered else []
+    return {"listed": answered, "gpus": gpus, "error": "" if answered else "nvidia-smi did not answer on the node",
+            "pci_gpus": 0, "smi_found": answered, "present": bool(gpu.get("gpu_present")) or bool(gpus)}

@@ -225,11 +225,20 @@ def run_pod_smoke(module, p, api):
     where = f"kubectl on {p['api_host']}" if p["api_host"] else "kubectl on the control machine"
     base = {"node_name": p["node_name"], "api_host": p["api_host"], "pods": [], "deleted": True}
     catalog = stack_catalog(p["stacks"])
-    specs = [smoke_pod.pod_spec(name, entry, p["limits"].get(name)) for name, entry in catalog.items()]
+    specs = [smoke_pod.pod_spec(name, entry, p["limits"].get(name), p.get("resource_api") or "")
+             for name, entry in catalog.items()]
     if not specs:
         return dict(base, status="skipped", summary="skipped: no GPU-sharing stack on this node")
     if module.check_mode:
         return dict(base, status="skipped", summary="skipped: a check-mode run creates no pod")
+    # a DRA stack's pod asks for its GPU through a claim in the cluster's resource.k8s.io version: unknown, no pod
+    unready = [dict(stack=s["stack"], status="skipped", cause="", lifecycle=[],
+                    summary="skipped: the cluster's resource.k8s.io version is not recorded (the stacks plan's dra)")
+               for s in specs if s["claim"] and not s["claim"].get("api_version")]
+    specs = [s for s in specs if not (s["claim"] and not s["claim"].get("api_version"))]
+    if not specs:
+        return dict(base, status="skipped", pods=unready, summary="; ".join(f"{e['stack']}: {e['summary']}"
+                                                                            for e in unready))
     view = p["host"] or None
     host_present = bool((view or {}).get("present", True))
     resources = sorted({r for s in specs for r in s["limits"]})
@@ -287,6 +296,7 @@ def run_pod_smoke(module, p, api):
     end = round(time.time() - started, 1)
     for entry in pods:
         entry["lifecycle"].append({"t": end, "what": "deleted" if deleted else f"not deleted: {error}"})
+    pods += unready
     status = max((e["status"] for e in pods), key=POD_RANK.get)
     summary = "; ".join(f"{e['stack']}: {e['summary']}" for e in pods)
     if not deleted:

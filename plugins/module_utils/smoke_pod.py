@@ -19,6 +19,7 @@ Sources:
 import hashlib
 import re
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import (
     LABEL,
@@ -35,10 +36,11 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import (
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import STACKS, stack_catalog
 
 
-def pod_spec(stack, entry, override=None):
+def pod_spec(stack, entry, override=None, resource_api=""):
     """What the pod smoke of ``stack`` requests and what its log must prove: ``{limits, gpus, env, claim}``. From the
     stack catalog entry's ``smoke`` (``limits``; ``gpus``: required (nvidia-smi in the pod lists the GPU(s)) or
-    optional; ``env``: {variable: value, or "*" for any}; ``claim``: a DRA claim template), else one of each
+    optional; ``env``: {variable: value, or "*" for any}; ``claim``: a DRA claim ``{device_class, count}``, made in
+    the cluster's ``resource_api`` version, e.g. resource.k8s.io/v1; "" when not known), else one of each
     resource the stack advertises, so that a new stack needs no code here. ``override`` (a dict of limits) replaces
     the limits (e.g. nvidia.com/mig-1g.10gb with the mixed MIG strategy)."""
     entry = entry if isinstance(entry, dict) else {}
@@ -53,8 +55,8 @@ def pod_spec(stack, entry, override=None):
         raise KgnError(f"stack {stack} has no resource for a pod to request (its catalog entry names none)")
     gpus = smoke.get("gpus", "required")
     choice(gpus, ("required", "optional"), f"the smoke's gpus of stack {stack}")
-    return {"stack": stack, "limits": limits, "gpus": gpus, "env": dict(smoke.get("env") or {}),
-            "claim": smoke.get("claim")}
+    claim = dict(smoke["claim"], api_version=resource_api or "") if smoke.get("claim") else None
+    return {"stack": stack, "limits": limits, "gpus": gpus, "env": dict(smoke.get("env") or {}), "claim": claim}
 
 
 def _dns_label(text, limit=63):
@@ -83,7 +85,8 @@ def pod_selector(node):
 
 def pod_objects(node, spec, image, namespace="default", scheduler_name="", tolerations=None, deadline=300):
     """The objects of one pod smoke, in the order they are created: a ResourceClaimTemplate when the stack's smoke
-    has a DRA ``claim`` (``{api_version, device_class, count}``), then the pod. The pod runs SCRIPT once
+    has a DRA ``claim`` (``{api_version, device_class, count}``; the request in that version's shape,
+    dra.device_request), then the pod. The pod runs SCRIPT once
     (restartPolicy Never), is pinned to ``node`` through the scheduler (nodeAffinity on metadata.name, so the
     scheduler, its extenders and the stack's own scheduler decide as for any pod), asks for ``spec['limits']``,
     tolerates ``tolerations`` and is stopped by the kubelet after ``deadline`` seconds."""
@@ -117,11 +120,8 @@ def pod_objects(node, spec, image, namespace="default", scheduler_name="", toler
         template = {"apiVersion": claim["api_version"], "kind": "ResourceClaimTemplate",
                     "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
                     "spec": {"spec": {"devices": {"requests": [
-                        {"name": "gpu", "exactly": {"deviceClassName": claim["device_class"],
-                                                    "count": int(claim.get("count", 1))}}
-                        if claim.get("exactly", True) else
-                        {"name": "gpu", "deviceClassName": claim["device_class"], "count": int(claim.get("count", 1))}
-                    ]}}}}
+                        dra.device_request(claim["api_version"], "gpu", claim["device_class"],
+                                           count=int(claim.get("count", 1)))]}}}}
         objects.append(template)
         pod_spec_["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": name}]
         container["resources"]["claims"] = [{"name": "gpu"}]

@@ -33,6 +33,8 @@ Sources (keys from docs/versions.md and the reference clusters of docs/field-not
   nvidia_device_plugin  docs/versions.md E (no extender; resource nvidia.com/gpu)
   hami       the pinned HAMi release, every fact cited in hami.py (own kube-scheduler with its extender on
              https://127.0.0.1:443, mutating webhook, device plugin on gpu=on nodes)
+  nvidia_dra the pinned NVIDIA DRA driver release, every fact cited in dra.py (no extender: kube-scheduler allocates
+             the GPUs itself from ResourceSlices; kubelet plugin on the nodes labelled kube-gpu-nodes.io/nvidia-dra)
 Extender field semantics (zero value = unset, httpTimeout 0 = 5 s default, one binder only): [A3].
 """
 
@@ -41,7 +43,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import hami, manifests, scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, hami, manifests, scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
@@ -51,6 +53,19 @@ _EXTENDER_KEYS = (
     "url_prefix", "filter_verb", "prioritize_verb", "preempt_verb", "bind_verb", "weight",
     "enable_https", "http_timeout", "node_cache_capable", "managed_resources", "ignorable", "tls",
 )
+
+# What a stack's entry says, besides its manifests' templates (TEMPLATES) and images (IMAGE_KEYS):
+#   resources        what its device plugin advertises; allocatable: the part of it that is node allocatable
+#   node_labels      what its DaemonSets select nodes by (gpu_node_labels sets them)
+#   node_annotations what its device plugin writes on the node once it registered the GPUs (verify)
+#   claims_whole_gpus its device plugin advertises every GPU of the node (two such stacks cannot share a node)
+#   extender         the extender kube-scheduler is given (kube_scheduler_extender), or None
+#   service          the extender's Service (in-cluster URL, NodePort)
+#   own_scheduler    a kube-scheduler and mutating webhook of its own (verify reads their Deployment and webhook)
+#   device_plugin_sockets  regular expressions of the socket its device plugin registers with kubelet (verify)
+#   daemonset_args   arguments a DaemonSet of it must run with: [{daemonset, arg}] (verify)
+# A new stack is one entry here plus its templates (and, if it brings its own kind of object, a check).
+ANY_PLUGIN_SOCKET = r"(?!kubelet\.sock$).+\.sock"
 
 _CATALOG = {
     "nvidia_device_plugin": {
@@ -64,6 +79,9 @@ _CATALOG = {
         "service": None,
         # the pod smoke (smoke.pod_spec): one whole GPU (or one replica, time-sliced; one MIG device, single strategy)
         "smoke": {"limits": {"nvidia.com/gpu": 1}, "gpus": "required"},
+        # k8s-device-plugin 1.11 registers nvidia.sock (docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes
+        # 1.16); later releases name the socket after the resource, nvidia-gpu.sock
+        "device_plugin_sockets": [r"nvidia.*\.sock"],
     },
     "gpushare": {
         "description": "Aliyun gpushare: GPU memory sharing through a scheduler extender",
@@ -87,6 +105,9 @@ _CATALOG = {
         # ALIYUN_COM_GPU_MEM_CONTAINER (gpushare-device-plugin pkg/gpu/nvidia/allocate.go, commit 0f2eade8)
         "smoke": {"limits": {"aliyun.com/gpu-mem": 1}, "gpus": "required",
                   "env": {"ALIYUN_COM_GPU_MEM_CONTAINER": "1"}},
+        "device_plugin_sockets": [r"aliyun.*\.sock"],  # aliyungpushare.sock
+        # the gpushare design in docs/field-notes.md runs the device plugin with --memory-unit=GiB
+        "daemonset_args": [{"daemonset": "gpushare-device-plugin-ds", "arg": "--memory-unit"}],
     },
     "nano_gpu": {
         "description": "Tencent nano-gpu: GPU percentage sharing through a scheduler extender",
@@ -112,6 +133,8 @@ _CATALOG = {
         "service": {"name": "nano-gpu-scheduler", "port": 39999, "node_port": 32765},
         # 10 % of one GPU; no source we have pins what nano-gpu's agent puts into the container: the log is shown
         "smoke": {"limits": {"nano-gpu/gpu-percent": 10}, "gpus": "optional"},
+        # no source pins the nano-gpu agent's socket name: any device plugin socket but kubelet's counts
+        "device_plugin_sockets": [ANY_PLUGIN_SOCKET],
     },
     "elastic_gpu": {
         "description": "elastic-gpu: GPU claims (CRDs) with a scheduler extender and node agent",
@@ -138,6 +161,7 @@ _CATALOG = {
         # (elastic-gpu-agent pkg/plugins/gpushare.go, commit 294dd56f): the log proves GPU is set
         "smoke": {"limits": {"elasticgpu.io/gpu-core": 10, "elasticgpu.io/gpu-memory": 1}, "gpus": "optional",
                   "env": {"GPU": "*"}},
+        "device_plugin_sockets": [ANY_PLUGIN_SOCKET],  # not pinned by a source either
     },
     "hami": {
         "description": "HAMi: GPU memory and core sharing through its own kube-scheduler, extender and webhook",
@@ -155,6 +179,22 @@ _CATALOG = {
         # (HAMi pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go, commit 057ea14b)
         "smoke": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1024}, "gpus": "required",
                   "env": {"CUDA_DEVICE_MEMORY_LIMIT_0": "1024m"}},
+        "device_plugin_sockets": [ANY_PLUGIN_SOCKET],  # HAMi's socket name is not pinned by a source
+    },
+    "nvidia_dra": {
+        "description": "NVIDIA DRA driver: GPUs and MIG devices allocated by kube-scheduler through ResourceClaims "
+                       "(Kubernetes 1.32+; no extender, no extended resource)",
+        # nothing is node allocatable: the kubelet plugin publishes the GPUs in ResourceSlices
+        "resources": [],
+        "node_labels": dict(dra.NODE_LABELS),
+        # the kubelet plugin publishes every GPU of the node: no second GPU stack on it
+        "claims_whole_gpus": True,
+        "extender": None,
+        "service": None,
+        "dra": {"driver": dra.GPU_DRIVER, "device_classes": [c[0] for c in dra.DEVICE_CLASSES]},
+        # the pod smoke (smoke_pod.pod_objects): one whole GPU through a ResourceClaimTemplate of the DeviceClass
+        # gpu.nvidia.com, in the cluster's resource.k8s.io version (the stacks plan's dra.resource_api)
+        "smoke": {"claim": {"device_class": "gpu.nvidia.com", "count": 1}, "gpus": "required"},
     },
 }
 
@@ -290,7 +330,9 @@ def stack_problems(stacks_by_node, scheduler_changeable=True, check_claims=True,
             problems.append(str(err))
             continue
         claimers = [s for s in names if _CATALOG[s]["claims_whole_gpus"]]
-        if check_claims and len(claimers) > 1:
+        if check_claims and "nvidia_dra" in claimers and len(claimers) > 1:
+            problems.extend(dra.conflict_problems(node, names))
+        elif check_claims and len(claimers) > 1:
             problems.append(
                 f"{node}: stacks {' and '.join(claimers)} both claim every GPU of the node (each device plugin "
                 f"advertises all GPUs, so one GPU would be handed out twice); keep one stack per node: set "
@@ -413,6 +455,15 @@ TEMPLATES = {
     "hami": {"default": ["hami/rbac.yml.j2", "hami/certgen-create.yml.j2", "hami/scheduler-config.yml.j2",
                          "hami/scheduler.yml.j2", "hami/device-plugin.yml.j2", "hami/webhook.yml.j2",
                          "hami/certgen-patch.yml.j2"]},
+    # GPUs only, or with ComputeDomains (CRDs, controller, their RBAC and DeviceClasses): the chart's two parts.
+    "nvidia_dra": {
+        "gpus": ["nvidia_dra/rbac-kubelet-plugin.yml.j2", "nvidia_dra/admission-policy.yml.j2",
+                 "nvidia_dra/device-classes.yml.j2", "nvidia_dra/kubelet-plugin.yml.j2"],
+        "gpus-compute-domains": ["nvidia_dra/crds.yml.j2", "nvidia_dra/rbac-kubelet-plugin.yml.j2",
+                                 "nvidia_dra/rbac-controller.yml.j2", "nvidia_dra/admission-policy.yml.j2",
+                                 "nvidia_dra/device-classes.yml.j2", "nvidia_dra/controller.yml.j2",
+                                 "nvidia_dra/kubelet-plugin.yml.j2"],
+    },
 }
 NAMESPACE_TEMPLATE = "common/namespace.yml.j2"
 SECONDARY_TEMPLATES = ["secondary_scheduler/rbac.yml.j2", "secondary_scheduler/config.yml.j2",
@@ -424,6 +475,7 @@ IMAGE_KEYS = {
     "nano_gpu": ["nano_gpu_scheduler", "nano_gpu_agent"],
     "elastic_gpu": ["elastic_gpu_scheduler", "elastic_gpu_agent"],
     "hami": ["hami"],  # + the kube-webhook-certgen of the version (hami.certgen_image_key), in _images
+    "nvidia_dra": ["nvidia_dra"],
 }
 SAMPLE_IMAGES = {
     "nvidia_device_plugin": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
@@ -431,10 +483,15 @@ SAMPLE_IMAGES = {
     "nano_gpu": "nvcr.io/nvidia/cuda:9.0-devel",
     "elastic_gpu": "nvidia/samples:dcgmproftester-2.0.10-cuda11.0-ubuntu18.04",
     "hami": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda10.2",
+    # the DRA driver's demo/specs/extended-resources/gpu-full.yaml
+    "nvidia_dra": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
 }
 # Removal order: what runs first, then what it uses; custom objects before their CRD, CRDs last.
 # The webhook goes first, so that no new pod is sent to a scheduler that is going away.
-REMOVE_ORDER = ("MutatingWebhookConfiguration", "Pod", "Deployment", "Job", "DaemonSet", "Service", "ConfigMap",
+# Sample claims go with their pods; DeviceClasses after the kubelet plugin that serves them; the ResourceSlice
+# admission policy after the kubelet plugin it restricts.
+REMOVE_ORDER = ("MutatingWebhookConfiguration", "Pod", "ResourceClaimTemplate", "Deployment", "Job", "DaemonSet",
+                "Service", "ConfigMap", "DeviceClass", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
                 "RoleBinding", "ClusterRoleBinding",
                 "Role", "ClusterRole", "ServiceAccount")
 # Kinds the project creates and prunes (resource.group as kubectl names them); a Namespace is never removed.
@@ -443,6 +500,13 @@ PRUNED_RESOURCES = ("pods", "deployments.apps", "daemonsets.apps", "services", "
                     "clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
                     "customresourcedefinitions.apiextensions.k8s.io", "jobs.batch",
                     "mutatingwebhookconfigurations.admissionregistration.k8s.io")
+# Served only by some clusters, so listed only where served (kubectl refuses the whole list for one unknown kind):
+# ValidatingAdmissionPolicies from 1.30 (admissionregistration.k8s.io/v1, GA and on by default), the DRA kinds where
+# the API server's discovery lists resource.k8s.io.
+ADMISSION_POLICY_RESOURCES = ("validatingadmissionpolicies.admissionregistration.k8s.io",
+                              "validatingadmissionpolicybindings.admissionregistration.k8s.io")
+ADMISSION_POLICY_MINOR = 30
+DRA_RESOURCES = ("deviceclasses.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io")
 # What to do with an NVIDIA device plugin already in the cluster that this project did not deploy
 # (gpu_sharing_stacks_existing_device_plugin): refuse, or adopt it (keep it, leave out the stack's own).
 EXISTING_DEVICE_PLUGIN = ("refuse", "adopt")
@@ -463,8 +527,27 @@ STACK_INPUTS = {
     "registry_mirror": "", "sharing": "none", "mig_strategy": "none", "replicas": 4, "gpushare_mps": False,
     "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
-    "samples": False, "existing_device_plugin": "refuse", "manifests": None,
+    "samples": False, "existing_device_plugin": "refuse", "allow_newer": False,
+    # nvidia_dra (dra.dra_plan); dra_mig_layouts: the GPU nodes' nvidia_mig_layout values, for the MIG samples
+    "dra_compute_domains": True, "dra_extended_resource": "auto", "dra_feature_gates": {}, "dra_cdi_hook_path": "",
+    "dra_resource_api": "", "dra_mig_layouts": [],
+    "manifests": None,
 }
+
+
+def pruned_resources(kubernetes_version, served=None):
+    """The kinds the project lists (by its label) and prunes in a cluster of ``kubernetes_version`` whose discovery
+    lists ``served`` ({group: [versions]}, None when not read: then no DRA kind)."""
+    resources = list(PRUNED_RESOURCES)
+    try:
+        minor = kubernetes_minor(kubernetes_version, "kubernetes_version", newest=False)
+    except KgnError:
+        minor = 0
+    if minor >= ADMISSION_POLICY_MINOR:
+        resources += ADMISSION_POLICY_RESOURCES
+    if (served or {}).get(dra.RESOURCE_GROUP):
+        resources += DRA_RESOURCES
+    return resources
 
 
 def _stack_inputs(inputs):
@@ -480,7 +563,7 @@ def _stack_inputs(inputs):
     merged["manifest_dir"] = merged["manifest_dir"].rstrip("/") or "/"
     if not isinstance(merged["images"], dict):
         raise KgnError(f"gpu_sharing_stacks_images must be a mapping component -> image, got {merged['images']!r}")
-    for key in ("gpushare_mps", "samples"):
+    for key in ("gpushare_mps", "samples", "allow_newer"):
         if not isinstance(merged[key], bool):
             raise KgnError(f"stacks_plan: {key} must be true or false, got {merged[key]!r}")
     if isinstance(merged["replicas"], str) and merged["replicas"].isdigit():
@@ -541,8 +624,12 @@ def _images(p, dp):
         keys = list(IMAGE_KEYS[stack])
         if stack == "hami":
             keys.append(hami.certgen_image_key(kubernetes_minor(p["kubernetes_version"], "kubernetes_version", False)))
+        release_image = {"nvidia_device_plugin": dp["image"] if dp else "",
+                         # the HAMi release of the cluster's version (hami.RELEASES)
+                         "hami": hami.release_facts(kubernetes_minor(p["kubernetes_version"], "kubernetes_version",
+                                                                     False))["hami_image"] if stack == "hami" else ""}
         for key in keys:
-            image = p["images"].get(key) or (dp["image"] if key == "nvidia_device_plugin" else "")
+            image = p["images"].get(key) or release_image.get(key, "") or {"nvidia_dra": dra.IMAGE}.get(key, "")
             if not image:
                 raise KgnError(f"gpu_sharing_stacks_images.{key} is empty, but stack {stack} runs it; set the image "
                                f"(see roles/gpu_sharing_stacks/defaults/main.yml). Nothing was changed.")
@@ -562,7 +649,7 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
     where it does not apply.
     """
     version = p["kubernetes_version"]
-    variant = scheduler.scheduler_variant(version)
+    variant = scheduler.scheduler_variant(version, p["allow_newer"])
     if not image:
         match = re.match(r"^v?(\d+\.\d+\.\d+)", str(version))
         if not match:
@@ -572,7 +659,7 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
                 f"plane's full version (e.g. 1.25.4) or set {setting}. Nothing was changed.")
         image = f"registry.k8s.io/kube-scheduler:v{match.group(1)}"
     if variant["format"] == "policy":
-        config = scheduler.scheduler_config(version, extenders)
+        config = scheduler.scheduler_config(version, extenders, allow_newer=p["allow_newer"])
         config_file = "config.json"
         command = ["/usr/local/bin/kube-scheduler", f"--policy-config-file={SECONDARY_CONFIG_DIR}/{config_file}",
                    f"--scheduler-name={name}", "--leader-elect=true", "--leader-elect-resource-lock=leases",
@@ -588,14 +675,15 @@ def _in_cluster_scheduler(p, name, extenders, image, setting):
             "profiles": [{"schedulerName": name}],
         }
         # kubeconfig "" with in_cluster: the pod's service account (client-go in-cluster config)
-        config = scheduler.scheduler_config(version, extenders, "", settings, True)
+        config = scheduler.scheduler_config(version, extenders, "", settings, True, allow_newer=p["allow_newer"])
         config_file = "config.yaml"
         command = ["/usr/local/bin/kube-scheduler", f"--config={SECONDARY_CONFIG_DIR}/{config_file}"]
     return {
         "enabled": True,
         "name": name,
         "image": stack_image(image, p["registry_mirror"]),
-        "variant": {k: variant[k] for k in ("format", "kind", "api_version")},
+        "variant": {k: variant[k] for k in ("format", "kind", "api_version", "variant_minor", "newer_than_known")},
+        "version_note": variant["note"],
         "config": config,
         "config_dir": SECONDARY_CONFIG_DIR,
         "config_file": config_file,
@@ -610,7 +698,7 @@ def _secondary(p, catalog):
     if not enabled:
         return {"enabled": False}
     version = p["kubernetes_version"]
-    if scheduler.scheduler_variant(version)["format"] == "policy":
+    if scheduler.scheduler_variant(version, p["allow_newer"])["format"] == "policy":
         raise KgnError(
             f"gpu_sharing_stacks_secondary_scheduler: the second kube-scheduler is configured with a "
             f"KubeSchedulerConfiguration (Kubernetes 1.19+), but gpu_sharing_stacks_kubernetes_version is {version}, "
@@ -628,15 +716,16 @@ def _hami(p):
     minor = kubernetes_minor(version, "gpu_sharing_stacks_kubernetes_version", newest=False)
     if minor < hami.OLDEST_MINOR:
         raise KgnError(
-            f"HAMi {hami.RELEASE} supports Kubernetes 1.{hami.OLDEST_MINOR} and newer (its README, Prerequisites, "
-            f"and its chart's kubeVersion >= 1.{hami.OLDEST_MINOR}.0), but gpu_sharing_stacks_kubernetes_version is "
+            f"HAMi supports Kubernetes 1.{hami.OLDEST_MINOR} and newer (v2.6.0 from 1.18, {hami.RELEASE} from 1.23: "
+            f"their READMEs, Prerequisites), but gpu_sharing_stacks_kubernetes_version is "
             f"{version}. Upgrade the cluster, or choose gpushare, nano_gpu or nvidia_device_plugin in "
             f"gpu_sharing_stacks. Nothing was changed.")
     entry = _CATALOG["hami"]["own_scheduler"]
     own = _in_cluster_scheduler(p, entry["name"], [copy.deepcopy(entry["extender"])],
                                 p["images"].get("hami_kube_scheduler") or "",
                                 "gpu_sharing_stacks_images.hami_kube_scheduler")
-    own.update(release=hami.RELEASE, webhook=entry["webhook"], tls_secret=hami.TLS_SECRET,
+    own.update(hami.release_facts(minor))
+    own.update(webhook=entry["webhook"], tls_secret=hami.TLS_SECRET, dra_rule=dict(hami.DRA_RULE),
                service=dict(hami.SERVICE), node_labels=dict(hami.NODE_LABELS),
                certgen_image_key=hami.certgen_image_key(minor))
     return own
@@ -647,11 +736,13 @@ def _template_stack(template):
     return rest[: -len(".yml.j2")] if folder == "samples" else folder
 
 
-def _manifest_list(p, dp, secondary):
+def _manifest_list(p, dp, secondary, dra_plan):
     templates = [NAMESPACE_TEMPLATE] if p["namespace"] != "kube-system" else []
     for stack in p["stacks"]:
         variant = {"nvidia_device_plugin": f"{dp['variant']}-{p['sharing']}" if dp else "",
-                   "gpushare": "mps" if p["gpushare_mps"] else "plain"}.get(stack, "default")
+                   "gpushare": "mps" if p["gpushare_mps"] else "plain",
+                   "nvidia_dra": "gpus-compute-domains" if dra_plan.get("compute_domains") else "gpus"
+                   }.get(stack, "default")
         templates += TEMPLATES[stack][variant]
     if secondary["enabled"]:
         templates += SECONDARY_TEMPLATES
@@ -691,9 +782,10 @@ def _device_plugin_images(daemonset):
 
 
 def advertising_nvidia_gpu(stacks):
-    """The chosen stacks whose device plugin advertises nvidia.com/gpu, as every NVIDIA device plugin does: only
+    """The chosen stacks that would hand out the GPUs another NVIDIA device plugin advertises as nvidia.com/gpu:
+    those whose device plugin advertises it too, and nvidia_dra, whose kubelet plugin publishes the same GPUs. Only
     they can meet another one (stack_conflicts), so the cluster is looked at only for them."""
-    return [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"]]
+    return [s for s in _stack_list(stacks) if NVIDIA_GPU in _CATALOG[s]["resources"] or s == "nvidia_dra"]
 
 
 def stack_conflicts(stacks, found):
@@ -765,6 +857,18 @@ def _adopted(p, api, assumed):
     conflicts = stack_conflicts(p["stacks"], components)
     if not conflicts:
         return []
+    with_dra = [c for c in conflicts if c["stack"] == "nvidia_dra"]
+    if with_dra:  # adopting another device plugin cannot stand in for DRA: refused either way
+        found = "; ".join(c["found"] for c in with_dra)
+        raise KgnError(
+            f"Refused to deploy the NVIDIA DRA driver next to another device plugin: {found} advertises nvidia.com/gpu "
+            f"on the cluster's GPU nodes, and the DRA kubelet plugin would publish the same GPUs in ResourceSlices, so "
+            f"one GPU could go to two pods (NVIDIA's chart refuses the same: the DRA driver \"cannot be deployed "
+            f"alongside the standard GPU device plugin on the same node\"). Choose one: turn that device plugin off "
+            f"({with_dra[0]['remove']}; NVIDIA's guide for the DRA driver with the GPU Operator installs the Operator "
+            f"with its device plugin disabled), then run again; or keep it and leave nvidia_dra out of "
+            f"gpu_sharing_stacks. gpu_sharing_stacks_existing_device_plugin: adopt does not apply to nvidia_dra. "
+            f"Nothing was changed (no manifest written, applied or deleted).")
     if p["existing_device_plugin"] == "refuse":
         raise KgnError("Refused to deploy a second device plugin: " + " | ".join(map(_conflict_text, conflicts))
                        + ". Nothing was changed (no manifest written, applied or deleted).")
@@ -881,20 +985,28 @@ def stacks_plan(inputs, observed=None):
     own manifests are left out and ``adopted`` names what is kept.
     """
     p = _stack_inputs(inputs)
-    _problems(p)
     observed = observed or {}
     if not isinstance(observed, dict):
         raise KgnError("stacks_plan: observed must be a mapping (files, api)")
+    plan = _template_plan(p)
+    if p["manifests"] is None:
+        return plan
+    return _finished(plan, p, observed)
+
+
+def _template_plan(p):
+    """The first half of the plan: which templates, with the values they render (no manifest text yet)."""
+    _problems(p)
     stacks = _stack_list(p["stacks"])
     p["stacks"] = stacks
-    assumed = []
     catalog = stack_catalog(stacks)
     api = _kubernetes(p) if stacks else None
     dp = _device_plugin(p) if "nvidia_device_plugin" in stacks else None
     secondary = _secondary(p, catalog) if stacks else {"enabled": False}
     own_scheduler = _hami(p) if "hami" in stacks else {"enabled": False}
-    planned = _manifest_list(p, dp, secondary) if stacks else []
-    plan = {
+    # the API server's discovery is read by the module (finish_plan): until then the version's resource.k8s.io
+    dra_plan = dra.dra_plan(p, None) if "nvidia_dra" in stacks else {"enabled": False}
+    return {
         "kubernetes_version": p["kubernetes_version"],
         "stacks": stacks,
         "namespace": p["namespace"],
@@ -909,20 +1021,49 @@ def stacks_plan(inputs, observed=None):
         "mig_strategy": p["mig_strategy"],
         "replicas": p["replicas"],
         "gpushare_mps": p["gpushare_mps"],
+        "existing_device_plugin": p["existing_device_plugin"],
         "secondary": secondary,
         "hami": own_scheduler,
+        "dra": dra_plan,
         "samples": p["samples"],
         "labels": {"managed_by": dict(MANAGED_BY), "stack": STACK_LABEL},
-        "manifests": planned,
+        "manifests": _manifest_list(p, dp, secondary, dra_plan) if stacks else [],
         "files": [],
         "objects": [],
         "remove_files": [],
         "prune": [],
         "adopted": [],
-        "assumed": assumed,
+        "assumed": [dra_plan["assumed"]] if dra_plan.get("assumed") else [],
     }
-    if p["manifests"] is None:
-        return plan
+
+
+def finish_plan(plan, manifests, observed=None):
+    """The second half of the plan, from the template plan (``stacks_plan`` without manifests, as the
+    k8s_manifests action planned it on the controller), the manifests rendered from it (``{path: text}``) and
+    what the module read (``observed``, as in ``stacks_plan``): the objects, the files to write, what another
+    device plugin already serves (adopted), and what to remove. The template plan is not planned again."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("manifests"), list) \
+            or "existing_device_plugin" not in plan:
+        raise KgnError("finish_plan: plan must be the stacks plan without manifests (stacks_plan(settings))")
+    observed = observed or {}
+    if not isinstance(observed, dict):
+        raise KgnError("stacks_plan: observed must be a mapping (files, api)")
+    p = {key: plan[key] for key in ("stacks", "manifest_dir", "sharing", "existing_device_plugin")}
+    p["manifests"] = manifests
+    return _finished(copy.deepcopy(plan), p, observed)
+
+
+def _finished(plan, p, observed):
+    assumed = plan["assumed"]
+    served = (observed.get("api") or {}).get("served") if observed else None
+    if (plan.get("dra") or {}).get("enabled") and served is not None:
+        # what the API server's discovery serves: the version the templates rendered, or a refusal naming the gates
+        api = dra.resource_api(plan["kubernetes_version"], served.get(dra.RESOURCE_GROUP, []),
+                               plan["dra"]["resource_api"])
+        if plan["dra"].get("assumed") in assumed:
+            assumed.remove(plan["dra"]["assumed"])
+        plan["dra"]["assumed"] = api["assumed"]
+    planned = plan["manifests"]
     objects = _desired_objects(p, planned)
     adopted = _adopted(p, observed.get("api") or {}, assumed) if observed else []
     if adopted:  # the adopted stacks' own manifests are left out; their samples stay (they use the adopted one)
@@ -944,3 +1085,20 @@ def stacks_plan(inputs, observed=None):
         assumed.append(f"the files in {p['manifest_dir']} were not read: none is planned for removal")
     plan["prune"] = _prune(observed.get("api") or {}, objects, assumed)
     return plan
+
+
+def stacks_labelled(labels):
+    """The stacks whose selector labels a node carries (its labels as the API shows them): what it runs now."""
+    labels = labels or {}
+    return [name for name, entry in _CATALOG.items()
+            if entry["node_labels"] and all(labels.get(k) == v for k, v in entry["node_labels"].items())]
+
+
+def dra_switch(node, labels, wanted, pods, cluster_stacks):
+    """dra.switch_plan for a node as the API shows it: ``labels`` (the Node's labels: which stacks it runs now),
+    ``wanted`` (its gpu_sharing_stacks), ``pods`` (``kubectl get pods --field-selector spec.nodeName=<node> -o json``:
+    those that hold GPUs must leave first) and ``cluster_stacks`` (the control plane's gpu_sharing_stacks)."""
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig_gpu_pods
+
+    return dra.switch_plan(node, stacks_labelled(labels), _stack_list(wanted), mig_gpu_pods(pods),
+                           _stack_list(cluster_stacks))

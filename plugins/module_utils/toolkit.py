@@ -30,6 +30,14 @@ OS_FAMILIES = {"Debian": "deb", "RedHat": "rpm"}
 VERSIONLOCK_PLUGINS = {"yum": "yum-plugin-versionlock", "dnf": "python3-dnf-plugin-versionlock"}
 # Every package the module asks dpkg/rpm about (the pinned ones are a subset, per era and Docker).
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "nvidia-docker2")
+# The packages whose consistency is ours to repair: the pinned ones and the libraries they depend on at the same
+# version (toolkit v1.20.0 packaging/debian/control: nvidia-container-toolkit depends on
+# libnvidia-container-tools (= version), which depends on libnvidia-container1).
+HEALTH_PACKAGES = (*PACKAGES, "libnvidia-container-tools", "libnvidia-container1")
+# The toolkit's config file: its postinst writes it with `nvidia-ctk config --in-place` (toolkit v1.20.0
+# packaging/debian/nvidia-container-toolkit-base.postinst; not a conffile from 1.18), so a deleted one is written
+# again from `nvidia-ctk config default`, the same defaults.
+CONFIG = "/etc/nvidia-container-runtime/config.toml"
 # Where a pinned fingerprint's rpm keys are downloaded to be checked (dnf/yum import from gpgkey themselves).
 RPM_KEY_DIR = "/etc/pki/rpm-gpg"
 # The binary the toolkit ships and the engines run (checked to execute after every run).
@@ -198,6 +206,28 @@ def _inputs(inputs: object) -> dict:
         )
     merged["gpg_key_fingerprint"] = str(merged["gpg_key_fingerprint"] or "").replace(" ", "").upper()
     return merged
+
+
+def health_pins(plan: dict) -> dict:
+    """{package: version prefix} the package-health repair puts back: every toolkit package at the toolkit's pin
+    (the libraries share the toolkit's version), nvidia-docker2 at its own."""
+    pins = {name: plan["version"] for name in HEALTH_PACKAGES if name != "nvidia-docker2"}
+    for name, spec in zip(plan["names"], plan["specs"]):
+        pins[name] = spec.split("=", 1)[-1].rstrip("*") if plan["family"] == "deb" else spec[len(name) + 1:]
+    return pins
+
+
+def config_restore(config_text: object, default_text: object, packages: dict, installed_now: bool) -> dict:
+    """Whether the toolkit's config.toml must be written: ``{write, content, why, repair}``. It is written when the
+    toolkit is installed and the file is missing, with ``nvidia-ctk config default`` (what the postinst writes); a
+    repair when the toolkit was installed before this run (a file deleted by hand), an install otherwise."""
+    if config_text is not None or "nvidia-container-toolkit-base" not in (packages or {}):
+        return {"write": False, "content": None, "why": "", "repair": False}
+    if not default_text:
+        return {"write": False, "content": None, "repair": False,
+                "why": f"{CONFIG} is missing and `nvidia-ctk config default` gave nothing to restore it from"}
+    return {"write": True, "content": str(default_text), "repair": not installed_now,
+            "why": f"{CONFIG} was missing: written from `nvidia-ctk config default` (as the package's postinst does)"}
 
 
 def _package(inputs: dict, observed: dict, assumed: list) -> tuple:

@@ -1,28 +1,50 @@
-"""What verify judges: a host's recorded plans and live states, its probe, and the API, turned into the
-observations and expectations the checks read (plugins/filter/diagnose.py).
+"""Verification of one host: what it shows, what it should show, the checks, the diagnosis, the report row.
 
-Nothing is decided again here. Each concern's module recorded its plan and what it saw live
-(``kgn_state_<concern>``: the apply run of site.yml, or the check-mode refresh of playbooks/verify.yml):
-the engine it chose, the scheduler's variant, flags and health URL, the driver version it pinned. Verify
-reads those and adds what only it looks at (the device plugin sockets, the extenders' reachability, the
-API's view of the node).
+``verify_host`` is the one entry point (the gpu_node_verify action plugin calls it for every host it verifies, the
+report for a host that stopped earlier in the run, with what that host gathered). Its inputs:
+
+* the recorded states: each concern's module recorded its plan and what it saw live (``kgn_state_<concern>``: the
+  apply run of site.yml, or the check-mode refresh of playbooks/verify.yml); nothing is decided again here;
+* the probe: what the gpu_node_verify module read live on the host (PCI GPUs, kernel modules, Secure Boot, device
+  plugin sockets, containerd's backups, the scheduler config's extenders and whether they answer, kube-proxy), or
+  None when the host was not reached;
+* the API's answer (the k8s_read module's, once per API server): the node, the DaemonSets, Deployments and mutating
+  webhooks;
+* the pod smoke's result (the gpu_pod_smoke module's, run on the node's API host), or None when it did not run; the
+  engine smoke's is in the probe (``engine_smoke``);
+* the host's settings (the gpu_node_verify role's inputs) and the stack catalog (stacks.py): sockets, arguments,
+  resources, labels, a stack's own scheduler.
+
+The checks are registered in checks_*.py (imported below, in report order).
 """
 
-from __future__ import annotations
-
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
+# Importing the check modules registers their checks; this order is their order in the report.
+# isort: off
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_run  # noqa: F401
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_node  # noqa: F401
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_runtime  # noqa: F401
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_cluster  # noqa: F401
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_smoke  # noqa: F401
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_control_plane  # noqa: F401
+# isort: on
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, smoke
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks as catalog
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import diagnose, run_checks, verdict
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.report import report_row
 
 MISSING = "no recorded state: the concern's play did not run on this host in this run (see the host's error)"
+# The concerns whose recorded state (kgn_state_<concern>) verify and the report read.
+CONCERNS = ("nvidia_driver", "nvidia_mig", "nvidia_container_toolkit", "container_runtime", "kube_scheduler",
+            "node_labels", "stacks")
 
 
-def _state(states: dict, concern: str) -> dict:
+def _state(states, concern):
     state = (states or {}).get(concern)
     return state if isinstance(state, dict) and state.get("plan") is not None else {}
 
 
-def _flags(argv: list) -> dict:
+def _flags(argv):
     """{flag: value} of an argument list (--a=b and --a b)."""
     flags = {}
     i = 0
@@ -42,13 +64,16 @@ def _flags(argv: list) -> dict:
     return flags
 
 
-def _gpu(state: dict, probe: dict) -> dict:
+def _gpu(state, probe):
     plan, live = state.get("plan") or {}, state.get("live") or {}
     gpu = live.get("gpu") or {}
+    probe = probe or {}
     devices = probe.get("pci_devices") or []
     package = plan.get("version_package") or ""
     smi = live.get("nvidia_smi") or {}
     return {
+        "read": bool(probe) or bool(state),
+        "state_read": bool(state),
         "present": bool(devices) or bool(gpu.get("gpu_present")),
         "pci_devices": devices,
         "modules": probe.get("modules") or {},
@@ -69,7 +94,7 @@ def _gpu(state: dict, probe: dict) -> dict:
     }
 
 
-def _runtime(state: dict, toolkit: dict, probe: dict) -> dict:
+def _runtime(state, toolkit, probe):
     plan, live = state.get("plan") or {}, state.get("live") or {}
     engine = plan.get("engine") or "none"
     if not state:
@@ -85,12 +110,15 @@ def _runtime(state: dict, toolkit: dict, probe: dict) -> dict:
         "default_runtime": live.get("default_runtime") or "",
         "runtimes": list(live.get("runtimes") or []),
         "config_path": config,
-        "backup_mentions_nvidia": probe.get("containerd_backup_mentions_nvidia"),
+        "backup_mentions_nvidia": (probe or {}).get("containerd_backup_mentions_nvidia"),
         # our drop-in is on disk but the main config no longer imports it
         "dropin": live.get("dropin") or "",
         "dropin_orphaned": bool(live.get("dropin_orphaned")),
         "stale_files": list(live.get("stale_files") or []),
         "binary": binary,
+        # CDI mode: the rows module_utils/cdi.py made of the spec, the driver, the paths and the engine
+        "runtime_mode": live.get("runtime_mode") or plan.get("runtime_mode") or "",
+        "cdi_rows": list((live.get("cdi") or {}).get("rows") or []),
     }
     return {
         "engine": engine,
@@ -101,28 +129,29 @@ def _runtime(state: dict, toolkit: dict, probe: dict) -> dict:
     }
 
 
-def _scheduler(state: dict, probe: dict) -> dict:
+def _scheduler(state, probe):
     plan, live = state.get("plan") or {}, state.get("live") or {}
-    network = probe.get("scheduler") or {}
+    network = (probe or {}).get("scheduler")
     return {
         "process": {"running": bool(live.get("pid")), "pid": live.get("pid"),
                     "flags": _flags((live.get("argv") or [])[1:])},
         # what the manifest or the unit with its drop-ins says now (the scheduler reads it at its next start)
         "persisted": {"style": plan.get("style") or "unknown", "path": plan.get("manifest") or plan.get("dropin") or "",
                       "flags": _flags((live.get("persisted_argv") or plan.get("current_argv") or [])[1:])},
-        "config": network.get("config") or {},
+        # None: not read (the host was not reached)
+        "config": None if network is None else network.get("config") or {},
         "health": {"url": live.get("health_url") or plan.get("health_url") or "",
                    "status": 200 if live.get("healthy") else None,
                    "body": "ok" if live.get("healthy") else "",
                    "error": "" if live.get("healthy") else (live.get("health") or MISSING)},
-        "extenders": network.get("extenders") or [],
-        "kube_proxy_mode": network.get("kube_proxy_mode"),
-        "route_localnet": network.get("route_localnet"),
+        "extenders": (network or {}).get("extenders") or [],
+        "kube_proxy_mode": (network or {}).get("kube_proxy_mode"),
+        "route_localnet": (network or {}).get("route_localnet"),
         "problems": list(live.get("problems") or []),
     }
 
 
-def _mig(state: dict) -> dict:
+def _mig(state):
     """The MIG layout the nvidia_mig module recorded: its plan (layout, wanted state per GPU) and the live layout
     per GPU it read last; what still differs from the plan is in ``problems``."""
     if not state:
@@ -136,48 +165,124 @@ def _mig(state: dict) -> dict:
             "problems": mig.live_problems(plan, gpus) if plan.get("managed") else []}
 
 
-def _smoke(result: object) -> dict | None:
-    """A smoke module's result (gpu_smoke, gpu_pod_smoke), or None when the smoke did not run (off, a task Ansible
-    skipped)."""
-    return dict(result) if isinstance(result, dict) and "summary" in result else None
+def _daemonsets(items):
+    """DaemonSet objects -> [{name, namespace, args, desired, ready}]."""
+    result = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        meta = item.get("metadata") or {}
+        pod = ((item.get("spec") or {}).get("template") or {}).get("spec") or {}
+        args = []
+        for container in pod.get("containers") or []:
+            args += [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+        status = item.get("status") or {}
+        result.append({"name": meta.get("name"), "namespace": meta.get("namespace"), "args": args,
+                       "desired": status.get("desiredNumberScheduled", 0), "ready": status.get("numberReady", 0)})
+    return result
 
 
-def verify_observed(probe: object, states: object, api: object = None) -> dict:
-    """The observations of one host in the shape the checks read: ``{gpu, runtime, device_plugin, mig, smoke,
-    scheduler, api}`` from the recorded states (``{concern: kgn_state_<concern>}``), the probe (the
-    gpu_node_probe module's ``observed``, with ``smoke``: the gpu_smoke and gpu_pod_smoke results) and the API's
-    answer."""
-    if not isinstance(probe, dict) or not isinstance(states or {}, dict):
+def _deployments(items):
+    """Deployment objects -> [{name, namespace, desired, ready}]."""
+    return [{"name": (i.get("metadata") or {}).get("name"), "namespace": (i.get("metadata") or {}).get("namespace"),
+             "desired": (i.get("spec") or {}).get("replicas", 1),
+             "ready": (i.get("status") or {}).get("readyReplicas", 0)}
+            for i in items if isinstance(i, dict)]
+
+
+def _webhooks(items):
+    """MutatingWebhookConfiguration objects -> [{name, webhooks: [{name, service, ca_bundle}]}]."""
+    result = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        hooks = []
+        for hook in item.get("webhooks") or []:
+            client = hook.get("clientConfig") or {}
+            service = client.get("service") or {}
+            where = (f"{service.get('namespace')}/{service.get('name')}:{service.get('port', 443)}"
+                     f"{service.get('path') or ''}" if service else client.get("url") or "")
+            hooks.append({"name": hook.get("name"), "service": where, "ca_bundle": bool(client.get("caBundle"))})
+        result.append({"name": (item.get("metadata") or {}).get("name"), "webhooks": hooks})
+    return result
+
+
+# What verify reads of the API, once per API server (the k8s_read module's resources).
+API_RESOURCES = ("nodes", "daemonsets.apps", "deployments.apps",
+                 "mutatingwebhookconfigurations.admissionregistration.k8s.io")
+
+
+def api_view(answer, node_name):
+    """The k8s_read answer of the host's API server, as the checks read it: ``{reachable, error, node_name, node
+    ({labels, annotations, allocatable} or None), daemonsets, deployments, webhooks}``; ``answer`` None or
+    empty: no API was read."""
+    if not answer:
+        return {"reachable": False, "error": "", "node_name": node_name}
+    if not isinstance(answer, dict):
+        raise KgnError("verify: the API answer must be the k8s_read module's result")
+    if answer.get("unreachable") or answer.get("failed"):
+        return {"reachable": False, "node_name": node_name,
+                "error": " ".join(str(answer.get("msg") or "the API host could not run kubectl").split())[:300]}
+    if not answer.get("reachable"):
+        return {"reachable": False, "error": answer.get("error") or "", "node_name": node_name}
+    listed = answer.get("resources") or {}
+
+    def items(resource):
+        return (listed.get(resource) or {}).get("items") or []
+
+    node = next((n for n in items("nodes") if (n.get("metadata") or {}).get("name") == node_name), None)
+    return {
+        "reachable": True, "error": "", "node_name": node_name,
+        "node": None if node is None else {"labels": dict((node.get("metadata") or {}).get("labels") or {}),
+                                           "annotations": dict((node.get("metadata") or {}).get("annotations") or {}),
+                                           "allocatable": dict((node.get("status") or {}).get("allocatable") or {})},
+        "daemonsets": _daemonsets(items("daemonsets.apps")),
+        "deployments": _deployments(items("deployments.apps")),
+        "webhooks": _webhooks(items("mutatingwebhookconfigurations.admissionregistration.k8s.io")),
+    }
+
+
+def _smoke(result):
+    """A smoke's result (``status`` and ``summary``), or None when it did not run (off, a task Ansible skipped)."""
+    return dict(result) if isinstance(result, dict) and "status" in result and "summary" in result else None
+
+
+def verify_observed(probe, states, api=None, run_failure=None, pod_smoke=None):
+    """What one host shows, in the shape the checks read: ``{gpu, runtime, device_plugin, mig, scheduler, api,
+    run_failure, smoke}`` from the probe (the gpu_node_verify module's ``observed``; None when the host was not
+    reached), the recorded states (``{concern: kgn_state_<concern>}``), the API (``api_view``) and the pod smoke's
+    result. ``run_failure``: why the host stopped earlier in the run (``{play, task, msg, unreachable}``; ``{}`` when
+    unknown), else None."""
+    if (probe is not None and not isinstance(probe, dict)) or not isinstance(states or {}, dict):
         raise KgnError("verify_observed: the probe's observed and the states must be mappings")
     states = states or {}
-    observed = {"api": api or {}}
-    if probe.get("gpu_node"):
-        observed["gpu"] = _gpu(_state(states, "nvidia_driver"), probe)
-        observed["runtime"] = _runtime(_state(states, "container_runtime"),
-                                       _state(states, "nvidia_container_toolkit"), probe)
-        observed["device_plugin"] = probe.get("device_plugin") or {}
-        observed["mig"] = _mig(_state(states, "nvidia_mig"))
-        observed["smoke"] = {kind: _smoke((probe.get("smoke") or {}).get(kind)) for kind in ("engine", "pod")}
-    if probe.get("control_plane"):
-        observed["scheduler"] = _scheduler(_state(states, "kube_scheduler"), probe)
+    observed = {"api": api or {}, "run_failure": run_failure}
+    observed["gpu"] = _gpu(_state(states, "nvidia_driver"), probe)
+    observed["runtime"] = _runtime(_state(states, "container_runtime"), _state(states, "nvidia_container_toolkit"),
+                                   probe)
+    observed["device_plugin"] = None if probe is None else probe.get("device_plugin") or {}
+    observed["mig"] = _mig(_state(states, "nvidia_mig"))
+    observed["scheduler"] = _scheduler(_state(states, "kube_scheduler"), probe)
+    observed["smoke"] = {"engine": _smoke((probe or {}).get("engine_smoke")), "pod": _smoke(pod_smoke)}
     return observed
 
 
-def verify_expected(settings: object, states: object) -> dict:
-    """What one host should show: ``settings`` are the verify role's inputs (host, kinds, stacks,
-    expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, stack_sockets, stack_args, check_mode:
-    whether the run is a check as a whole); the
-    scheduler's variant, config file, flag, health URL and extenders come from its recorded plan."""
+def verify_expected(settings, states):
+    """What one host should show: ``settings`` are the verify role's inputs (host, kinds, stacks, expect_gpu,
+    waived, driver_version, extra_labels, labels_require_gpu, mig_layout, check_mode: whether the run is a check as
+    a whole, engine_smoke and pod_smoke: whether the smokes are on); what each stack brings comes from the stack catalog; the scheduler's variant, config file, flag,
+    health URL and extenders from its recorded plan."""
     if not isinstance(settings, dict):
         raise KgnError("verify_expected: settings must be a mapping")
     states = states or {}
     stacks = list(settings.get("stacks") or [])
     entries = catalog.stack_catalog(stacks)
     kinds = list(settings.get("kinds") or [])
-    labels: dict = {}
+    labels = {}
     for entry in entries.values():
         labels.update(entry.get("node_labels") or {})
     labels.update(settings.get("extra_labels") or {})
+    control_plane = "control_plane" in kinds
     expected = {
         "host": settings.get("host"),
         "kinds": kinds,
@@ -195,20 +300,21 @@ def verify_expected(settings: object, states: object) -> dict:
         # stacks that run their own scheduler and webhook (HAMi): checked through the API on control planes
         "own_schedulers": [{"stack": name, "deployment": e["own_scheduler"]["name"],
                             "webhook": e["own_scheduler"]["webhook"]}
-                           for name, e in entries.items()
-                           if e.get("own_scheduler") and "control_plane" in kinds],
-        "device_plugin_sockets": sorted({s for stack in stacks
-                                         for s in (settings.get("stack_sockets") or {}).get(stack, [])}),
-        "stack_args": [a for stack in stacks for a in (settings.get("stack_args") or {}).get(stack, [])]
-        if "control_plane" in kinds else [],
+                           for name, e in entries.items() if e.get("own_scheduler") and control_plane],
+        "device_plugin_sockets": sorted({s for e in entries.values() for s in e.get("device_plugin_sockets") or []}),
+        "stack_args": [dict(a, stack=name) for name, e in entries.items() for a in e.get("daemonset_args") or []]
+        if control_plane else [],
         "scheduler": {},
+        # the smoke tests asked for (gpu_node_verify_engine_smoke, _pod_smoke); a check-mode run runs neither
+        "smoke": {"engine": bool(settings.get("engine_smoke", False)), "pod": bool(settings.get("pod_smoke", False))},
+        "check_mode": bool(settings.get("check_mode")),
         # in a run that is a check as a whole (site.yml --check; not verify.yml, whose check-mode refresh is how
-        # it sees drift), the concerns it would change: their checks are pending, not failed (verify_checks)
+        # it sees drift), the concerns it would change: their checks are pending, not failed
         "pending": sorted(name for name, state in states.items()
                           if isinstance(state, dict) and state.get("check_mode") and state.get("changed"))
         if settings.get("check_mode") else [],
     }
-    if "control_plane" in kinds:
+    if control_plane:
         plan = _state(states, "kube_scheduler").get("plan") or {}
         variant = plan.get("variant") or {}
         wanted = plan.get("action") == "configure"
@@ -222,5 +328,124 @@ def verify_expected(settings: object, states: object) -> dict:
             "extender_paths": [e["extender"]["path"] for e in entries.values() if e.get("extender")]
             if wanted else [],
             "state_missing": not plan,
+            "needs_extender": any(e.get("extender") for e in entries.values()),
+            # a minor newer than the newest known one, run on that one's variant (kubernetes_version_allow_newer)
+            "variant_minor": variant.get("variant_minor") if plan.get("newer_than_known") else "",
+            "version_note": plan.get("version_note") or "",
         }
     return expected
+
+
+def changes(states, kinds=("gpu_node", "control_plane")):
+    """What the run changed and repaired on the host, per concern, from the recorded states: ``[{concern,
+    changed, check_mode, changes, repaired}]`` for each concern that changed (or in check mode would). The stacks
+    are a control plane's change (it applied them); a GPU node only reads their state."""
+    found = []
+    for concern in CONCERNS:
+        if concern == "stacks" and "control_plane" not in kinds:
+            continue
+        state = (states or {}).get(concern)
+        if not isinstance(state, dict) or not (state.get("changed") or state.get("repaired")):
+            continue
+        found.append({"concern": concern, "changed": bool(state.get("changed")),
+                      "check_mode": bool(state.get("check_mode")), "changes": list(state.get("changes") or []),
+                      "repaired": list(state.get("repaired") or [])})
+    return found
+
+
+def verify_host(settings, states, probe=None, api=None, run_failure=None, pod_smoke=None):
+    """The report row of one host (report.report_row): what it shows against what it should, every check with its
+    diagnosis, the verdict, and what the run changed and repaired there. ``api`` is the k8s_read answer of the
+    host's API server (None: not read); ``pod_smoke`` the gpu_pod_smoke module's result (None: not run)."""
+    settings = dict(settings or {})
+    view = api_view(api, settings.get("node_name") or settings.get("host"))
+    observed = verify_observed(probe, states, view, run_failure, pod_smoke)
+    expected = verify_expected(settings, states)
+    results = diagnose(run_checks(observed, expected))
+    row = report_row(observed, expected, results, verdict(results))
+    row["changes"] = changes(states, expected["kinds"])
+    return row
+
+
+
+def engine_smoke_args(settings, runtime):
+    """What the engine smoke runs with on a GPU node (the gpu_node_verify module's ``engine_smoke``): the engine and
+    runtime mode the container_runtime concern recorded (``runtime``, its plan) and containerd's CRI plugin; {} when
+    it does not run (off, not a GPU node, a check-mode run, an engine it cannot drive)."""
+    settings = settings or {}
+    engine = runtime.get("engine") or "none"
+    if (not settings.get("engine_smoke") or settings.get("check_mode") or engine not in smoke.ENGINES
+            or "gpu_node" not in list(settings.get("kinds") or [])):
+        return {}
+    return {"engine": engine, "mode": runtime.get("runtime_mode") or "legacy", "cri_plugin": runtime.get("cri_plugin")
+            or ""}
+
+
+def probe_args(settings, states):
+    """What the gpu_node_verify module reads on the host, from its settings and recorded states: the GPU node side
+    and/or the control-plane side, containerd's config (whose backups it looks at), the scheduler's config (whose
+    extenders it asks) and the engine smoke (engine_smoke_args)."""
+    kinds = list((settings or {}).get("kinds") or [])
+    runtime = _state(states, "container_runtime").get("plan") or {}
+    scheduler = _state(states, "kube_scheduler").get("plan") or {}
+    containerd = [f["path"] for f in runtime.get("files") or [] if str(f.get("path", "")).endswith("config.toml")]
+    return {
+        "engine_smoke": engine_smoke_args(settings, runtime),
+        "gpu_node": "gpu_node" in kinds,
+        "control_plane": "control_plane" in kinds,
+        "containerd_config": containerd[0] if containerd else "",
+        "scheduler_config_path": (scheduler.get("variant") or {}).get("path") or ""
+        if scheduler.get("action") == "configure" else "",
+    }
+
+
+def api_answer(answers, api_host):
+    """The answer of ``api_host``'s API server ("" = the control machine) out of a k8s_read result, or out of the
+    register of a k8s_read task looped over the API targets (``item.host`` names each); None when not read."""
+    if not answers:
+        return None
+    if not isinstance(answers, dict):
+        raise KgnError("the API answer must be a k8s_read result or its looped register")
+    if "results" not in answers:
+        return answers
+    for answer in answers["results"]:
+        item = answer.get("item") if isinstance(answer, dict) else None
+        if isinstance(item, dict) and (item.get("host") or "") == (api_host or "") and not answer.get("skipped"):
+            return answer
+    return None
+
+
+def settings_from_vars(host, host_vars, groups, check_mode=False):
+    """The verify settings of a host that stopped before the verify play, from its inventory variables: the
+    gpu_node_verify_* ones when the inventory sets them, else the contract's, else the defaults of
+    roles/gpu_node_verify/defaults/main.yml (tests/unit/plugins/test_verify.py holds the two together)."""
+    def get(name, contract=None, default=None):
+        for key in (f"gpu_node_verify_{name}", contract):
+            if key and key in host_vars and host_vars[key] is not None:
+                return host_vars[key]
+        return default
+
+    gpu_group = get("gpu_group", default="gpu_nodes")
+    cp_group = get("control_plane_group", default="kube_control_plane")
+    kinds = [kind for kind, group in (("gpu_node", gpu_group), ("control_plane", cp_group))
+             if host in (groups.get(group) or [])]
+    return {"host": host, "node_name": get("node_name", default=host), "kinds": kinds,
+            "stacks": list(get("stacks", "gpu_sharing_stacks", [])),
+            "expect_gpu": bool(get("expect_gpu", default=True)), "waived": list(get("waived_checks", default=[])),
+            "driver_version": str(get("driver_version", "gpu_driver_version", "")),
+            "extra_labels": dict(get("extra_labels", default={})),
+            "labels_require_gpu": bool(get("labels_require_gpu", default=True)),
+            "mig_layout": get("mig_layout", "nvidia_mig_layout", ""), "check_mode": bool(check_mode),
+            "engine_smoke": bool(get("engine_smoke", default=True)), "pod_smoke": bool(get("pod_smoke", default=True))}
+
+
+def states_from_vars(host_vars, api_host_vars=None, this_run=None):
+    """The recorded states of a host (``kgn_state_<concern>`` facts), the stacks' from its API host when the host
+    applied none itself; with ``this_run`` (the concerns whose state this run recorded on the host) only those, not
+    an older run's that the fact cache still holds."""
+    states = {concern: host_vars.get(f"kgn_state_{concern}") or {} for concern in CONCERNS}
+    if this_run is not None:
+        states = {k: v for k, v in states.items() if k in this_run}
+    if not states.get("stacks") and api_host_vars:
+        states["stacks"] = api_host_vars.get("kgn_state_stacks") or {}
+    return states

@@ -12,8 +12,11 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 _VERSION_RE = re.compile(r"^v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?P<suffix>[-+][0-9A-Za-z.+-]+)?$")
 ACCEPTED = "a version string such as '1.23', '1.23.1', 'v1.23.1', '1.23.1-eks-abc' or '1.27.3+k3s1'"
 # The Kubernetes releases this project plans for (docs/versions.md): 1.16 is the first with apps/v1,
-# apiextensions.k8s.io/v1 and the scheduler's v1alpha2 config; 1.36 the newest in the version tables.
-KUBERNETES_SUPPORTED = ((1, 16), (1, 36))
+# apiextensions.k8s.io/v1 and the scheduler's v1alpha2 config; 1.37 the newest whose kube-scheduler config types
+# were read (docs/versions.md, "Adding a Kubernetes minor": the lines to change for the next one).
+KUBERNETES_SUPPORTED = ((1, 16), (1, 37))
+# The inventory's opt-in for a minor newer than the newest known one: run it with the newest known variant.
+ALLOW_NEWER = "kubernetes_version_allow_newer"
 
 
 class VersionError(KgnError):
@@ -59,16 +62,33 @@ def version_string(parts: "tuple[int, ...]") -> str:
     return ".".join(str(p) for p in parts)
 
 
-def kubernetes_minor(value: object, what: str = "kubernetes_version", newest: bool = True) -> int:
+def kubernetes_minor(value: object, what: str = "kubernetes_version", newest: bool = True,
+                     allow_newer: bool = False) -> int:
     """The 1.x minor of a Kubernetes version in KUBERNETES_SUPPORTED, or VersionError naming ``what``.
     ``newest=False`` accepts releases after the newest one the version tables cover (manifests use GA APIs,
-    which a newer release still serves); the kube-scheduler config, whose accepted apiVersions change, does not."""
+    which a newer release still serves); the kube-scheduler config, whose accepted apiVersions change, does not,
+    unless ``allow_newer`` (the inventory's ALLOW_NEWER): then the caller plans with the newest known minor
+    (newest_known) and says so. The minor returned is always the cluster's own."""
     major, minor, _ = parse_version(value, what)
     (lo_major, lo_minor), (hi_major, hi_minor) = KUBERNETES_SUPPORTED
-    if major != 1 or (major, minor) < KUBERNETES_SUPPORTED[0] or (newest and (major, minor) > KUBERNETES_SUPPORTED[1]):
+    if major != 1 or (major, minor) < KUBERNETES_SUPPORTED[0]:
         supported = f"{lo_major}.{lo_minor}-{hi_major}.{hi_minor}" if newest else f"1.x from {lo_major}.{lo_minor}"
         raise VersionError(
             f"{what}: Kubernetes {value} (minor {major}.{minor}) is outside the supported range {supported}; set "
             f"kubernetes_version to the cluster's release, in that range (upgrade a cluster that is older)"
         )
+    if newest and not allow_newer and (major, minor) > KUBERNETES_SUPPORTED[1]:
+        raise VersionError(
+            f"{what}: Kubernetes {value} (minor {major}.{minor}) is newer than {hi_major}.{hi_minor}, the newest "
+            f"release this version of kube-gpu-nodes knows (its kube-scheduler config types were read for "
+            f"{lo_major}.{lo_minor}-{hi_major}.{hi_minor}). Either update kube-gpu-nodes to a release that knows "
+            f"{major}.{minor}, or set {ALLOW_NEWER}: true in the inventory to run it with the {hi_major}.{hi_minor} "
+            f"variant (the run and the report then say so; docs/versions.md, \"Kubernetes releases newer than the "
+            f"newest known\")"
+        )
     return minor
+
+
+def newest_known(minor: int) -> int:
+    """The minor whose version facts apply to ``minor``: itself, or the newest known one for a newer minor."""
+    return min(minor, KUBERNETES_SUPPORTED[1][1])

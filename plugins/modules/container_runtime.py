@@ -70,6 +70,28 @@ options:
     description: The CRI-O drop-in written.
     type: path
     default: /etc/crio/crio.conf.d/99-nvidia.conf
+  mode:
+    description:
+      - How GPUs reach containers. V(cdi) generates the node's CDI spec (C(nvidia-ctk cdi generate)), keeps it fresh
+        (the toolkit's nvidia-cdi-refresh units, else a trigger of ours), turns CDI on in the engine and sets the
+        toolkit's C(nvidia-container-runtime.mode) to C(cdi); V(legacy) keeps the runtime hook
+        (C(mode = "legacy")); V(auto) is CDI where the installed toolkit (1.18+) and the engine (containerd 1.7,
+        CRI-O 1.23, Docker 25) support it (P(kgn.gpu_nodes.runtime_mode#filter) decides).
+    type: str
+    choices: [auto, cdi, legacy]
+    default: auto
+  toolkit_version:
+    description: The pinned container toolkit version (the mode is decided on the installed one when it answers).
+    type: str
+    default: "1.20.0"
+  cdi_spec_path:
+    description: The CDI spec the node generates (JSON; the toolkit's refresh service is pointed at it).
+    type: path
+    default: /var/run/cdi/nvidia.json
+  toolkit_config:
+    description: The toolkit's config file, whose C(nvidia-container-runtime.mode) follows the mode.
+    type: path
+    default: /etc/nvidia-container-runtime/config.toml
   dev_char_links:
     description:
       - Before any restart, give every NVIDIA device node its /dev/char/<major>:<minor> link and install NVIDIA's
@@ -120,18 +142,30 @@ repaired:
   description: Live problems found and repaired in this run (for example "containerd was not running").
   returned: always
   type: list
+runtime_mode:
+  description: The runtime mode the node runs (cdi or legacy) and why.
+  returned: always
+  type: str
 """
 
+import os  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, runtime  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, change, devices, host, runtime  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import binary_state, live_state  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import (  # noqa: E402
+    binary_state,
+    cdi_state,
+    live_state,
+)
 
 INPUTS = ("engine", "kubernetes_version", "set_default", "binary", "docker_config", "docker_runtime_path",
-          "docker_runtime_args", "containerd_config", "containerd_dropin", "crio_config", "crio_dropin")
+          "docker_runtime_args", "containerd_config", "containerd_dropin", "crio_config", "crio_dropin", "mode",
+          "toolkit_version", "cdi_spec_path", "toolkit_config")
+REFRESH_UNIT_DIRS = ("/lib/systemd/system", "/usr/lib/systemd/system")
 
 
 def observe(module, p):
@@ -140,16 +174,128 @@ def observe(module, p):
                        ("crio", ["crio", "--version"])):
         rc, out, err = host.run(module, argv, timeout=20)
         versions[name] = host.version_of(out + err) if rc == 0 else None
-    paths = [p["docker_config"], p["containerd_config"], p["containerd_dropin"], p["crio_config"], p["crio_dropin"]]
+    paths = [p["docker_config"], p["containerd_config"], p["containerd_dropin"], p["crio_config"], p["crio_dropin"],
+             p["toolkit_config"], runtime.REFRESH_ENV,
+             *[f["path"] for f in runtime.own_refresh_units(p["cdi_spec_path"])]]
     observed = {
         "versions": versions,
         "cri_dockerd": bool(module.get_bin_path("cri-dockerd")),
         "files": {path: host.read(path) for path in paths if path},
+        "cdi_refresh_unit": any(os.path.exists(f"{d}/{runtime.REFRESH_UNIT}") for d in REFRESH_UNIT_DIRS),
     }
     if versions["containerd"]:
         rc, out, _ = host.run(module, ["containerd", "config", "default"], timeout=20)
         observed["containerd_default"] = out if rc == 0 else None
+        text = observed["files"].get(p["containerd_config"])
+        if runtime.migration_needed(text, versions["containerd"]):
+            observed["containerd_migrated"] = migrate(module, text)
+    rc, out, err = host.run(module, ["nvidia-ctk", "--version"], timeout=20)
+    observed["toolkit_version"] = host.version_of(out + err) if rc == 0 else None
+    rc, out, _ = host.run(module, ["nvidia-ctk", "config", "default"], timeout=20)
+    observed["toolkit_default"] = out if rc == 0 else None
     return observed
+
+
+def migrate(module, text):
+    """containerd's own migration of a version 2 config.toml (without its imports: `config migrate` would fold the
+    imported files in), or None when containerd refuses it."""
+    fd, path = tempfile.mkstemp(prefix="kgn-containerd-", suffix=".toml")
+    try:
+        config = runtime.toml_parse(text)
+        config.pop("imports", None)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(runtime.toml_emit(config))
+        rc, out, _ = host.run(module, ["containerd", "--config", path, "config", "migrate"], timeout=30)
+        return out if rc == 0 and out.strip() else None
+    except KgnError:
+        return None
+    finally:
+        os.unlink(path)
+
+
+def generate_spec(module, plan):
+    """``(text, error)``: what `nvidia-ctk cdi generate` writes for this node now (into a temporary file: the
+    spec on disk changes only through change.write, with a backup)."""
+    folder = tempfile.mkdtemp(prefix="kgn-cdi-")
+    candidate = os.path.join(folder, "nvidia.json")
+    try:
+        argv = [a.replace("%s", candidate) for a in plan["cdi"]["generate"]]
+        rc, out, err = host.run(module, argv, timeout=120)
+        text = host.read(candidate)
+        if rc != 0 or text is None:
+            words = host.errors_in(((err or "") + "\n" + (out or "")).splitlines()) or [(err or out).strip()]
+            return None, f"{' '.join(argv[:3])} failed: {' | '.join(words)[:400]}"
+        return text, ""
+    finally:
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
+        os.rmdir(folder)
+
+
+def _unit_state(module, unit):
+    rc, _, _ = host.run(module, ["systemctl", "is-enabled", "--quiet", unit])
+    active = host.service(module, unit)["active"]
+    return rc == 0, active
+
+
+class Cdi:
+    """The CDI part of a run: the spec regenerated when it differs from what the generator says now, the toolkit's
+    config and the refresh units written, the refresh unit enabled. Each step goes into ``done`` before it runs."""
+
+    def __init__(self, module, plan):
+        self.module, self.plan = module, plan
+        self.done, self.repaired, self.problems = [], [], []
+        self.spec_todo, self.files_todo, self.unit_todo, self.why = [], [], [], []
+
+    def read(self):
+        self.files_todo = change.pending(self.plan["toolkit_files"])
+        section = self.plan["cdi"]
+        if section is None:
+            return
+        path = section["spec_path"]
+        before = host.read(path)
+        candidate, error = generate_spec(self.module, self.plan)
+        if candidate is None:
+            self.problems.append(error)
+        elif candidate != before:
+            self.why = [cdi.why_regenerated(before, candidate)] if before is not None else []
+            self.spec_todo = [{"path": path, "content": candidate, "mode": "0644", "before": before}]
+        enabled, active = _unit_state(self.module, section["refresh"]["unit"])
+        if not (enabled and active):
+            self.unit_todo = [section["refresh"]["unit"]]
+
+    @property
+    def due(self):
+        return bool(self.spec_todo or self.files_todo or self.unit_todo)
+
+    def diff(self):
+        return change.diff(self.files_todo + self.spec_todo)
+
+    def apply(self, wired_before):
+        if self.files_todo:
+            self.done.append(f"write {', '.join(f['path'] for f in self.files_todo)}")
+            change.write(self.files_todo)
+            toolkit_config = self.plan["toolkit_files"][0]["path"]
+            if any(f["path"] == toolkit_config and f.get("before") is not None for f in self.files_todo):
+                said = f"{toolkit_config}: nvidia-container-runtime.mode set to {self.plan['runtime_mode']}"
+                (self.repaired if wired_before else self.done).append(said)
+        if self.spec_todo:
+            path = self.spec_todo[0]["path"]
+            had = self.spec_todo[0]["before"] is not None
+            self.done.append(f"write the CDI spec {path} (nvidia-ctk cdi generate)")
+            change.write(self.spec_todo)
+            words = "; ".join(self.why) or "regenerated"
+            if had:
+                self.repaired.append(f"CDI spec {path} regenerated ({words})")
+            elif wired_before:
+                self.repaired.append(f"CDI spec {path} was missing: generated")
+        if self.unit_todo:
+            unit = self.unit_todo[0]
+            self.done.append(f"enable and start {unit}")
+            host.run(self.module, ["systemctl", "daemon-reload"])
+            rc, out, err = host.run(self.module, ["systemctl", "enable", "--now", unit], timeout=60)
+            if rc != 0:
+                self.problems.append(f"systemctl enable --now {unit} failed: {(err or out).strip()[:300]}")
 
 
 def _dropin(p, plan, observed):
@@ -230,6 +376,10 @@ def main():
             "containerd_dropin": {"type": "str", "default": "/etc/containerd/conf.d/99-nvidia.toml"},
             "crio_config": {"type": "path", "default": "/etc/crio/crio.conf"},
             "crio_dropin": {"type": "path", "default": "/etc/crio/crio.conf.d/99-nvidia.conf"},
+            "mode": {"type": "str", "default": "auto", "choices": list(runtime.MODES)},
+            "toolkit_version": {"type": "str", "default": "1.20.0"},
+            "cdi_spec_path": {"type": "path", "default": "/var/run/cdi/nvidia.json"},
+            "toolkit_config": {"type": "path", "default": "/etc/nvidia-container-runtime/config.toml"},
             "dev_char_links": {"type": "bool", "default": True},
             "health_timeout": {"type": "int", "default": 30},
             "render_dir": {"type": "path"},
@@ -252,9 +402,11 @@ def run(module):
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     if rendering:
-        written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "container_runtime")
+        written = change.render(p["render_dir"], p["render_host"], plan["files"] + plan["toolkit_files"], plan,
+                                "container_runtime")
         host.say(module, assumed=plan["assumed"])
-        module.exit_json(changed=bool(written), engine=plan["engine"], plan=plan, observed=observed, repaired=[])
+        module.exit_json(changed=bool(written), engine=plan["engine"], plan=plan, observed=observed, repaired=[],
+                         runtime_mode=plan["runtime_mode"])
 
     facts = {"kgn_observed_container_runtime": observed}  # what a failure still records
     guard = _dev_char_guard(module, p)
@@ -262,26 +414,40 @@ def run(module):
     stale = change.pending(plan["remove"])
     live = live_state(module, plan, p["set_default"])
     live.update(_dropin(p, plan, observed))
-    due = bool(todo or stale or live["problems"] or guard["links"] or guard["rule"])
-    diff = change.diff(todo + stale)
+    side = Cdi(module, plan)
+    side.read()
+    engine_due = bool(todo or stale or live["problems"] or guard["links"] or guard["rule"])
+    due = engine_due or side.due
+    diff = change.diff(todo + stale) + side.diff()
     live["binary"] = _binary(module, p, plan["engine"])
+    live["runtime_mode"] = plan["runtime_mode"]
+    if plan["cdi"]:
+        live["cdi"] = cdi_state(module, plan, live)
     if not module.check_mode and not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts)
     if module.check_mode or not due:
+        host.say(module, problems=side.problems)
         module.exit_json(changed=due, engine=plan["engine"], plan=plan, live=live, observed=observed,
-                         repaired=[], would_repair=live["problems"], diff=diff,
+                         repaired=[], would_repair=live["problems"] + side.why, diff=diff,
+                         runtime_mode=plan["runtime_mode"],
                          ansible_facts=recorded("container_runtime", observed, plan, live, due, module.check_mode))
 
     # a live problem is a repair when the files were right; otherwise it is what this change sets up
     repaired = [p for p in live["problems"] if not todo or "not running" in p or "does not answer" in p]
+    repaired += runtime.file_repairs(plan, observed, live.get("dropin_orphaned"))
+    # the engine already had our files: what the CDI side finds missing was there before, so it is a repair
+    wired_before = not todo
     started = time.time()
     try:
+        # the spec and the toolkit's mode first: the engine restarted below finds them in place
+        side.apply(wired_before)
         devices.create_links(guard["links"])
         change.write(guard["rule"])
         if stale:
             _remove_stale(module, p, plan["remove"])
-        change.apply(module, todo, _restart(module, plan["service"]), lambda: _healthy(module, p, plan),
-                     p["health_timeout"])
+        if engine_due:
+            change.apply(module, todo, _restart(module, plan["service"]), lambda: _healthy(module, p, plan),
+                         p["health_timeout"])
     except change.ChangeFailed as err:
         words = host.errors_in(host.journal(module, plan["service"], started))
         files = ", ".join(f["path"] for f in todo) or "no file changed"
@@ -291,11 +457,15 @@ def run(module):
     live = live_state(module, plan, p["set_default"])
     live.update(dropin=_dropin(p, plan, observed)["dropin"], dropin_orphaned=False)
     live["binary"] = _binary(module, p, plan["engine"])
+    live["runtime_mode"] = plan["runtime_mode"]
+    if plan["cdi"]:
+        live["cdi"] = cdi_state(module, plan, live)
     if not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts, changed=True)
-    host.say(module, repaired=repaired)
+    repaired += side.repaired
+    host.say(module, repaired=repaired, problems=side.problems)
     module.exit_json(changed=True, engine=plan["engine"], plan=plan, live=live, observed=observed,
-                     repaired=repaired, diff=diff,
+                     repaired=repaired, done=side.done, diff=diff, runtime_mode=plan["runtime_mode"],
                      ansible_facts=recorded("container_runtime", observed, plan, live, True, False, repaired))
 
 

@@ -18,7 +18,7 @@ description:
     scheduler acting on it).
   - The pods (and claim templates) are deleted afterwards, also on failure; leftovers of an interrupted run are
     deleted first (label C(kube-gpu-nodes.io/smoke-node=<node>)).
-  - Every API call goes through one function (C(kubectl)), the one place to change for another API client.
+  - Every API call goes through the project's one API client (plugins/module_utils/kube.py, C(Kubectl)).
   - An API server that does not answer is not a failure of the node, the result is V(skipped) with kubectl's words.
     Check mode creates no pod (skipped). Reports no change (what it creates, it deletes).
 extends_documentation_fragment:
@@ -34,9 +34,22 @@ options:
     elements: str
     default: []
   host:
-    description: What the node's own nvidia-smi showed (the gpu_smoke module's RV(host)); empty, not compared.
+    description: What the node's own nvidia-smi showed (the gpu_smoke module's RV(host)); empty, O(driver_state)'s.
     type: dict
     default: {}
+  driver_state:
+    description:
+      - The node's recorded driver state (C(kgn_state_nvidia_driver)), whose live C(nvidia-smi -q -x) gives the GPUs
+        the pods' are compared with when O(host) is empty; neither, not compared.
+    type: dict
+    default: {}
+  resource_api:
+    description:
+      - The resource.k8s.io version the cluster's DRA objects use (the stacks plan's C(dra.resource_api), e.g.
+        V(resource.k8s.io/v1)), for the ResourceClaimTemplate of a DRA stack's pod (nvidia_dra). Empty, a DRA stack's
+        pod smoke is skipped.
+    type: str
+    default: ""
   limits:
     description: Per stack, the limits to ask for instead of the catalog's (e.g. nvidia.com/mig-1g.10gb for MIG mixed).
     type: dict
@@ -64,10 +77,6 @@ options:
     description: Seconds to wait for the pods.
     type: int
     default: 180
-  api_host:
-    description: The inventory host this runs on, for the messages; empty for the control machine.
-    type: str
-    default: ""
 author: kube-gpu-nodes
 """
 
@@ -101,17 +110,10 @@ deleted:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402  (Ansible modules keep DOCUMENTATION first)
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host, smoke  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import KUBECTL_ARGS  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import run_pod_smoke  # noqa: E402
-
-
-def kubectl(module, p, args, data=None):
-    """Every call to the API server: ``(rc, stdout, stderr)`` (rc None when kubectl is missing)."""
-    argv = [p["kubectl"], "--kubeconfig", p["kubeconfig"], f"--request-timeout={p['request_timeout']}s", *args]
-    rc, out, err = host.run(module, argv, timeout=max(60, 3 * p["request_timeout"]), data=data)
-    return rc, out or "", err or ""
 
 
 def main() -> None:
@@ -120,6 +122,8 @@ def main() -> None:
             "node_name": {"type": "str", "required": True},
             "stacks": {"type": "list", "elements": "str", "default": []},
             "host": {"type": "dict", "default": {}},
+            "driver_state": {"type": "dict", "default": {}},
+            "resource_api": {"type": "str", "default": ""},
             "limits": {"type": "dict", "default": {}},
             "schedulers": {"type": "dict", "default": {}},
             "image": {"type": "str", "default": smoke.DEFAULT_IMAGE},
@@ -127,14 +131,15 @@ def main() -> None:
             "tolerations": {"type": "list", "elements": "dict",
                             "default": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
             "timeout": {"type": "int", "default": 180},
-            "api_host": {"type": "str", "default": ""},
-            **KUBECTL_ARGS,
+            **CLIENT_ARGS,
         },
         supports_check_mode=True,
     )
-    p = module.params
+    p = dict(module.params)
+    p["host"] = p["host"] or smoke.host_from_state(p["driver_state"])
+    client = Kubectl(module)
     try:
-        result = run_pod_smoke(module, p, lambda args, data=None: kubectl(module, p, args, data))
+        result = run_pod_smoke(module, p, client.run)
     except KgnError as err:
         module.fail_json(msg=str(err))
     module.exit_json(changed=False, **result)

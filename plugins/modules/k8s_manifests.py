@@ -6,9 +6,12 @@ DOCUMENTATION = r"""
 module: k8s_manifests
 short_description: Write, apply and prune the GPU-sharing stack manifests on the host that runs kubectl
 description:
-  - Takes the manifests the gpu_sharing_stacks role rendered on the controller (relative path -> text, the
-    templates the stacks section of the host plan chose) and plans with the same code
-    (P(kgn.gpu_nodes.stacks_plan#filter)), checking that the manifests are exactly the planned ones.
+  - Its action plugin plans on the controller, once (the stacks section of the host plan,
+    P(kgn.gpu_nodes.stacks_plan#filter)), renders the templates that plan chose from the role's C(templates/) with
+    the plan as their only input (V(plan)), and hands the module the plan and the manifests (relative path -> text).
+    The module reads the host and the API and finishes that plan (the objects, what another device plugin already
+    serves, what to remove) without planning it again, checking that the manifests are exactly the planned ones.
+  - Called without O(plan) (the module alone), it plans from O(settings) itself.
   - Writes only the files that differ into O(settings.manifest_dir) (the old text is kept under
     C(<manifest_dir>/.backup/)), asks the API server whether it is ready (C(kubectl get --raw /readyz)) and applies
     every manifest with C(kubectl apply) (a change of a live object is repaired in the same run).
@@ -22,9 +25,14 @@ description:
   - Before any change it lists every DaemonSet of the cluster and the GPU Operator's ClusterPolicies
     (C(clusterpolicies.nvidia.com); none when that CRD is not installed). An NVIDIA device plugin this project did not
     deploy (the GPU Operator's, a provider's managed add-on, one deployed by hand) while a chosen stack advertises the
-    same resource (nvidia_device_plugin, C(nvidia.com/gpu)) fails the module naming it and the choices, before
-    anything is written, applied or deleted; with C(existing_device_plugin=adopt) in O(settings) that stack's own
-    manifests are left out instead and RV(msg) names the device plugin kept.
+    same resource (nvidia_device_plugin, C(nvidia.com/gpu)) or hands out the same GPUs (nvidia_dra) fails the module
+    naming it and the choices, before anything is written, applied or deleted; with C(existing_device_plugin=adopt)
+    in O(settings) that stack's own manifests are left out instead (never nvidia_dra's) and RV(msg) names the device
+    plugin kept.
+  - Reads the API server's discovery (C(kubectl get --raw /apis)) once; the resource.k8s.io version it serves decides
+    whether nvidia_dra can be applied (refused, naming the feature gate and runtime-config to turn on, when the
+    version rendered is not served), and which kinds are listed for pruning (DeviceClasses and ResourceClaimTemplates
+    where resource.k8s.io is served, ValidatingAdmissionPolicies from Kubernetes 1.30).
   - When no API server answers (no kubectl, no kubeconfig, server down) or O(apply=false), the files are written,
     nothing is applied or removed in the cluster, and RV(msg) says C(NOT APPLIED) with the reason.
   - With O(render_dir) it contacts no host; it writes the manifests under
@@ -38,14 +46,20 @@ options:
       - The gpu_sharing_stacks settings, the input of the stacks plan; keys kubernetes_version, stacks, namespace,
         manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
         secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples,
-        existing_device_plugin.
+        existing_device_plugin, dra_compute_domains, dra_extended_resource, dra_feature_gates, dra_cdi_hook_path,
+        dra_resource_api, dra_mig_layouts.
     type: dict
     required: true
   manifests:
     description:
       - The rendered manifests, relative path in the manifest folder (such as V(gpushare/extender-rbac.yml)) -> text.
+      - The action plugin renders them when they are not given.
     type: dict
-    required: true
+  plan:
+    description:
+      - The stacks plan without manifests (stacks_plan of O(settings)) the manifests were rendered from; the action
+        plugin passes it.
+    type: dict
   apply:
     description: Apply and prune through the API; when false the files are only written, and the result says why.
     type: bool
@@ -64,7 +78,6 @@ EXAMPLES = r"""
       kubernetes_version: "1.23.1"
       stacks: [gpushare]
       manifest_dir: /etc/kubernetes/kube-gpu-nodes/stacks
-    manifests: "{{ rendered }}"
     kubeconfig: /etc/kubernetes/admin.conf
 """
 
@@ -104,19 +117,40 @@ removed_files:
   description: The manifest files removed (or, in check mode, that would be).
   returned: always
   type: list
+changes:
+  description: What this run changed, in words (manifests applied because their file changed, removals).
+  returned: when not rendering
+  type: list
+repaired:
+  description: Objects changed or deleted in the cluster since, put back by applying their unchanged manifest.
+  returned: when not rendering
+  type: list
+ansible_facts:
+  description: C(kgn_observed_stacks) (what was read) and C(kgn_state_stacks) (the plan without the manifests' text,
+    what changed, C(changes), C(repaired)); also returned when the module fails after reading.
+  returned: when not rendering
+  type: dict
 """
 
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import KUBECTL_ARGS, api_objects  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objects  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.dra import served_groups  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noqa: E402
+    CLIENT_ARGS,
+    Kubectl,
+    first_line,
+    not_served,
+)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (  # noqa: E402
     MANAGED_BY,
-    PRUNED_RESOURCES,
     advertising_nvidia_gpu,
+    finish_plan,
+    pruned_resources,
 )
 
 BACKUP = ".backup"
@@ -125,19 +159,6 @@ SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
 
 class ApplyFailed(Exception):
     """kubectl refused a manifest or a deletion."""
-
-
-def kubectl(module, p, args, data=None):
-    argv = [p["kubectl"], "--kubeconfig", p["kubeconfig"], f"--request-timeout={p['request_timeout']}s", *args]
-    rc, out, err = host.run(module, argv, timeout=max(60, 3 * p["request_timeout"]), data=data)
-    return rc, out or "", err or ""
-
-
-def _words(rc, out, err):
-    text = (err or out or "").strip()
-    if rc is None:
-        return text or "kubectl not found"
-    return text.splitlines()[0][:300] if text else f"kubectl exited {rc}"
 
 
 def manifest_files(folder):
@@ -151,61 +172,74 @@ def manifest_files(folder):
     return found
 
 
-def read_api(module, p):
-    """Whether the API server is ready, and every object labelled as this project's, with the custom objects of
-    the project's CRDs."""
-    rc, out, err = kubectl(module, p, ["get", "--raw", "/readyz"])
+def read_served(kube):
+    """``{group: [versions]}`` the API server's discovery lists (``/apis``): which resource.k8s.io version the DRA
+    objects may use, and which kinds can be listed for pruning."""
+    rc, out, err = kube.run(["get", "--raw", "/apis"])
     if rc != 0:
-        return {"reachable": False, "error": f"`{p['kubectl']} --kubeconfig {p['kubeconfig']} get --raw /readyz` "
-                                              f"failed (rc={rc if rc is not None else 'n/a'}: {_words(rc, out, err)})"}
-    rc, out, err = kubectl(module, p, ["get", ",".join(PRUNED_RESOURCES), "--all-namespaces", "-l", SELECTOR,
-                                       "--output=json"])
+        raise KgnError(f"reading the API server's discovery (/apis) failed: {first_line(rc, out, err)}")
+    return served_groups(out)
+
+
+def read_api(kube, kubernetes_version):
+    """Whether the API server is ready, what its discovery serves, and every object labelled as this project's, with
+    the custom objects of the project's CRDs."""
+    ready, error = kube.ready()
+    if not ready:
+        return {"reachable": False, "error": error}
+    try:
+        served = read_served(kube)
+    except KgnError as err_:
+        return {"reachable": True, "error": str(err_), "objects": None}
+    kinds = pruned_resources(kubernetes_version, served)
+    rc, out, err = kube.run(["get", ",".join(kinds), "--all-namespaces", "-l", SELECTOR, "--output=json"])
     try:
         if rc != 0:
-            raise KgnError(_words(rc, out, err))
+            raise KgnError(first_line(rc, out, err))
         objects = api_objects(out)
     except KgnError as err_:
-        return {"reachable": True, "error": f"listing the project's objects failed: {err_}", "objects": None}
+        return {"reachable": True, "error": f"listing the project's objects failed: {err_}", "objects": None,
+                "served": served}
     custom = {}
     for crd in (o for o in objects if o["kind"] == "CustomResourceDefinition" and o.get("crd")):
         resource = f"{crd['crd']['plural']}.{crd['crd']['group']}"
-        rc, out, err = kubectl(module, p, ["get", resource, "--all-namespaces", "--output=json"])
+        rc, out, err = kube.run(["get", resource, "--all-namespaces", "--output=json"])
         try:
             if rc != 0:
-                raise KgnError(_words(rc, out, err))
+                raise KgnError(first_line(rc, out, err))
             custom[crd["name"]] = {"objects": api_objects(out), "error": ""}
         except KgnError as err_:
             custom[crd["name"]] = {"objects": [], "error": str(err_)}
-    return {"reachable": True, "error": "", "objects": objects, "custom_objects": custom}
+    return {"reachable": True, "error": "", "objects": objects, "custom_objects": custom, "served": served}
 
 
-def read_components(module, p):
+def read_components(kube):
     """Every DaemonSet of the cluster and the GPU Operator's ClusterPolicies (none when its CRD is not installed):
     where another device plugin would show."""
     found = {}
     for key, args in (("daemonsets", ["get", "daemonsets.apps", "--all-namespaces", "--output=json"]),
                       ("cluster_policies", ["get", "clusterpolicies.nvidia.com", "--output=json"])):
-        rc, out, err = kubectl(module, p, args)
-        if key == "cluster_policies" and rc != 0 and "doesn't have a resource type" in err:
+        rc, out, err = kube.run(args)
+        if key == "cluster_policies" and rc != 0 and not_served(err):
             found[key] = []
             continue
         try:
             if rc != 0:
-                raise KgnError(_words(rc, out, err))
+                raise KgnError(first_line(rc, out, err))
             found[key] = api_objects(out)
         except KgnError as err_:
             return {"error": f"`kubectl {' '.join(args[:2])}` failed: {err_}"}
     return dict(found, error="")
 
 
-def observe(module, p, manifest_dir):
+def observe(kube, p, manifest_dir):
     observed = {"files": manifest_files(manifest_dir),
                 "api": {"reachable": None, "error": "apply is disabled (gpu_sharing_stacks_apply_enabled: false)"}}
     if p["apply"]:
-        observed["api"] = read_api(module, p)
+        observed["api"] = read_api(kube, p["settings"].get("kubernetes_version"))
         # only a stack that advertises what every NVIDIA device plugin advertises can meet another one
         if observed["api"]["reachable"] and advertising_nvidia_gpu(p["settings"].get("stacks")):
-            observed["api"]["components"] = read_components(module, p)
+            observed["api"]["components"] = read_components(kube)
     return observed
 
 
@@ -219,7 +253,7 @@ def _shown(obj):
     return f"{obj['kind']} {where}{obj['name']}" + (f" ({obj['stack']})" if obj.get("stack") else "")
 
 
-def apply_manifests(module, p, plan, observed, check):
+def apply_manifests(kube, p, plan, observed, check):
     # a server dry run cannot know the kinds of a CRD this run creates: those custom objects are not dry-run
     live_crds = {o["name"] for o in observed["api"].get("objects") or [] if o["kind"] == "CustomResourceDefinition"}
     new_groups = {o["name"].split(".", 1)[1] for o in plan["objects"]
@@ -231,7 +265,7 @@ def apply_manifests(module, p, plan, observed, check):
             results.append({"path": m["path"], "output": [], "changed": True, "skipped": True})
             continue
         args = ["apply", f"--dry-run={'server' if check else 'none'}", "-f", "-" if check else path]
-        rc, out, err = kubectl(module, p, args, data=p["manifests"][m["path"]] if check else None)
+        rc, out, err = kube.run(args, data=p["manifests"][m["path"]] if check else None)
         if rc != 0:
             raise ApplyFailed(f"kubectl apply -f {path} failed: {(err or out).strip()[:600]}")
         lines = out.strip().splitlines()
@@ -240,13 +274,13 @@ def apply_manifests(module, p, plan, observed, check):
     return results
 
 
-def prune(module, p, plan, check):
+def prune(kube, plan, check):
     for obj in plan["prune"]:
         args = ["delete", f"{_resource(obj)}/{obj['name']}", "--ignore-not-found", "--timeout=60s",
                 f"--dry-run={'server' if check else 'none'}"]
         if obj["namespace"]:
             args += ["--namespace", obj["namespace"]]
-        rc, out, err = kubectl(module, p, args)
+        rc, out, err = kube.run(args)
         if rc != 0:
             raise ApplyFailed(f"kubectl delete {_resource(obj)}/{obj['name']} failed: {(err or out).strip()[:600]}")
 
@@ -263,8 +297,8 @@ def write_files(todo, manifest_dir):
             os.rmdir(target)
 
 
-def live_state(module, p, plan):
-    api = read_api(module, p)
+def live_state(kube, plan):
+    api = read_api(kube, plan.get("kubernetes_version"))
     if not api.get("reachable") or api.get("objects") is None:
         return {"reachable": bool(api.get("reachable")), "error": api.get("error"), "missing": [], "left": []}
     seen = {(o["group"], o["kind"], o["namespace"], o["name"]) for o in api["objects"]}
@@ -310,12 +344,41 @@ def _summary(plan, applied, reason, results, removed_files, check):
     return ". ".join(sentences) + "."
 
 
+def what_changed(plan, results, todo, gone, applied, check):
+    """``(changes, repaired)`` in words. A manifest whose file this run wrote is a change (a first install, what
+    the inventory asks for anew); an object kubectl had to create or configure while its manifest file was already
+    as planned was changed or deleted in the cluster since: a repair. Removals are changes."""
+    written = {item["path"] for item in todo}
+    would = "would be " if check else ""
+    changes, repaired = [], []
+    for r in results:
+        if not r["changed"] or r.get("skipped"):
+            continue
+        what = "; ".join(line for line in r["output"] if " created" in line or " configured" in line) or r["path"]
+        if f"{plan['manifest_dir']}/{r['path']}" in written:
+            changes.append(f"{would}applied {r['path']}: {what}")
+        else:
+            repaired.append(f"{would}re-applied {r['path']} (changed or deleted in the cluster): {what}")
+    changes += [f"{would}removed from the cluster (no longer chosen): {_shown(o)}" for o in plan["prune"]] \
+        if applied else []
+    changes += [f"manifest file {would}removed: {item['path']}" for item in gone]
+    return changes, repaired
+
+
+def _slim(plan):
+    """The plan as verify and the report read it (kgn_state_stacks): without the manifests' text."""
+    keep = ("kubernetes_version", "stacks", "namespace", "manifest_dir", "manifests", "adopted", "prune",
+            "remove_files", "assumed", "secondary", "hami")
+    return {key: plan.get(key) for key in keep}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
-            **KUBECTL_ARGS,
+            **CLIENT_ARGS,
             "settings": {"type": "dict", "required": True},
-            "manifests": {"type": "dict", "required": True},
+            "manifests": {"type": "dict"},
+            "plan": {"type": "dict"},
             "apply": {"type": "bool", "default": True},
             "render_dir": {"type": "path"},
             "render_host": {"type": "str"},
@@ -324,14 +387,21 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if p["manifests"] is None:
+        module.fail_json(msg="k8s_manifests: no manifests given; call it through its action plugin (a task in a play), "
+                             "which renders them from the plan, or pass manifests")
     inputs = dict(p["settings"], manifests=p["manifests"])
     rendering = bool(p["render_dir"])
-    manifest_dir = str(inputs.get("manifest_dir") or "/etc/kubernetes/kube-gpu-nodes/stacks").rstrip("/")
+    manifest_dir = str((p["plan"] or inputs).get("manifest_dir") or "/etc/kubernetes/kube-gpu-nodes/stacks").rstrip("/")
+    kube = Kubectl(module)
     observed = {}
     try:
         if not rendering:
-            observed = observe(module, p, manifest_dir)  # a bad stack list is refused like the plan's refusals
-        plan = host_plan({"stacks": inputs}, {"stacks": observed})["stacks"]
+            observed = observe(kube, p, manifest_dir)  # a bad stack list is refused like the plan's refusals
+        if p["plan"] is not None:
+            plan = finish_plan(p["plan"], p["manifests"], observed)  # planned once, by the action plugin
+        else:
+            plan = host_plan({"stacks": inputs}, {"stacks": observed})["stacks"]
     except KgnError as err:
         msg = str(err)
         module.fail_json(msg=msg if "Nothing was changed" in msg else f"{msg}. Nothing was changed.",
@@ -342,7 +412,6 @@ def main():
         module.exit_json(changed=bool(written), applied=False, msg="rendered", plan=plan, observed=observed,
                          removed=[], removed_files=[])
 
-    facts = {"kgn_observed_stacks": observed}
     todo = change.pending(plan["files"])
     gone = change.pending([{"path": path, "content": None} for path in plan["remove_files"]])
     diff = change.diff(todo + gone)
@@ -350,37 +419,49 @@ def main():
     applied = bool(api.get("reachable"))
     reason = api.get("error") or ""
     result = {"plan": plan, "observed": observed, "removed_files": [g["path"] for g in gone],
-              "removed": [_shown(o) for o in plan["prune"]] if applied else [], "ansible_facts": facts}
+              "removed": [_shown(o) for o in plan["prune"]] if applied else []}
+
+    def facts(changed, results, live=None):
+        changes, repaired = what_changed(plan, results, todo, gone, applied, module.check_mode)
+        return recorded("stacks", observed, _slim(plan), live or {}, changed, module.check_mode,
+                        [] if module.check_mode else repaired, [] if module.check_mode else changes)
+
     if api.get("reachable") and api.get("objects") is None:
         reason = api["error"]
     if not module.check_mode and (todo or gone):
         try:
             write_files(todo + gone, manifest_dir)
         except change.ChangeFailed as err:
-            module.fail_json(msg=f"Writing the manifests to {manifest_dir} failed: {err}", diff=diff, **result)
+            module.fail_json(msg=f"Writing the manifests to {manifest_dir} failed: {err}", diff=diff,
+                             ansible_facts=facts(False, []), **result)
     results = []
     if applied:
         try:
-            results = apply_manifests(module, p, plan, observed, module.check_mode)
-            prune(module, p, plan, module.check_mode)
+            results = apply_manifests(kube, p, plan, observed, module.check_mode)
+            prune(kube, plan, module.check_mode)
         except ApplyFailed as err:
             module.fail_json(msg=f"{err}. The manifest files are written to {manifest_dir}; fix the cause and run "
-                                 f"again.", changed=bool(todo or gone), diff=diff, manifests=results, **result)
+                                 f"again.", changed=bool(todo or gone), diff=diff, manifests=results,
+                             ansible_facts=facts(bool(todo or gone), results), **result)
     diff += _removal_diff(plan) if applied else []
     changed = bool(todo or gone or any(r["changed"] for r in results) or (applied and plan["prune"]))
     msg = _summary(plan, applied, reason, results, result["removed_files"], module.check_mode)
     if applied and reason:
         msg += f" Nothing was removed from the cluster: {reason}."
     if applied and not module.check_mode:
-        result["live"] = live_state(module, p, plan)
+        result["live"] = live_state(kube, plan)
         problems = result["live"]["missing"] + [f"{o} is still there" for o in result["live"]["left"]]
         if problems:
             module.fail_json(msg=f"kubectl applied and deleted without an error, but the API does not show it: "
                                  f"missing {', '.join(result['live']['missing']) or 'nothing'}; "
                                  f"{', '.join(result['live']['left']) or 'no removed object'} still there.",
-                             changed=changed, diff=diff, manifests=results, **result)
+                             changed=changed, diff=diff, manifests=results,
+                             ansible_facts=facts(changed, results, result["live"]), **result)
+    result["ansible_facts"] = facts(changed, results, result.get("live"))
+    state = result["ansible_facts"]["kgn_state_stacks"]
+    host.say(module, repaired=state["repaired"])
     module.exit_json(changed=changed, applied=applied, reason=reason, msg=msg, diff=diff, manifests=results,
-                     **result)
+                     changes=state["changes"], repaired=state["repaired"], **result)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,11 @@ description:
     (C(--write-config-to)); every touched file is backed up into O(backup_dir), written atomically, the scheduler
     restarted (systemd) or recreated by the kubelet (kubeadm), and the module waits until a new scheduler process
     runs exactly the planned flags and answers its health endpoint. When it does not within O(health_timeout),
-    every file is restored byte for byte, the scheduler restarted, and the module fails with the scheduler's own
-    error and whether it is healthy again.
+    every file is restored byte for byte, the scheduler restarted, and the module fails with the actual cause (the
+    flags the process runs and the file that set them, or the scheduler's own error lines; never a healthy start
+    log) and whether it is healthy again.
+  - systemd; a drop-in that sorts after this project's own and sets ExecStart= is refused before anything changes,
+    naming it and the choices (systemd would run its command, never ours).
   - Live, every run; the running scheduler must run the planned flags and have been started after its config,
     manifest, unit and drop-ins last changed. When not (a run interrupted between write and restart, a hand
     edit), it is restarted (systemd) or recreated (kubeadm; the manifest's C(kube-gpu-nodes/restarted-at)
@@ -104,14 +107,22 @@ options:
     description: Check a KubeSchedulerConfiguration with the host's scheduler binary first (systemd style).
     type: bool
     default: true
+  allow_newer:
+    description:
+      - Run a Kubernetes minor newer than the newest this project knows with the newest known one's config variant
+        (the inventory's C(kubernetes_version_allow_newer)); the run warns and the plan records it. Without it such
+        a minor is refused, naming the newest known one.
+    type: bool
+    default: false
   observed:
     description: What the host shows, for a render (RV(observed) of an earlier run; C(kgn_observed_kube_scheduler)).
     type: dict
     default: {}
   assume:
     description:
-      - For a render without a recorded observation; C(kubeadm_manifest) (kubeadm's manifest text),
-        C(systemd_exec_start) (the installer's ExecStart argv) and C(address) (the host's inventory address).
+      - For a render without a recorded observation; C(kubeadm_manifest) (a manifest text to patch; without it,
+        kubeadm's own manifest of the version), C(systemd_exec_start) (the installer's ExecStart argv) and
+        C(address) (the host's inventory address).
     type: dict
     default: {}
 notes:
@@ -168,9 +179,11 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (  # noqa: E402
+    systemd_exec_start_files,
+)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan import (  # noqa: E402
     PROXY_MODE_URL,
-    dropin_path,
     restart_manifest,
     scheduler_health_url,
     scheduler_reads,
@@ -178,7 +191,10 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
 
 INPUTS = ("kubernetes_version", "style", "kubeadm_manifest", "systemd_unit", "kubeconfig", "stacks",
           "extra_extenders", "url_mode", "kube_proxy_mode", "node_ip", "cluster_ips", "urls", "tls", "backup_dir",
-          "prevalidate")
+          "prevalidate", "allow_newer")
+# Where systemd looks for a unit's drop-in folders <unit>.d (systemd.unit(5), "Unit File Load Path").
+DROPIN_BASES = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+                "/usr/lib/systemd/system", "/lib/systemd/system")
 # The lab's stand-in kubelet writes each static pod's output here (a real kubelet: crictl logs).
 STANDIN_LOG = "/var/lib/kubelet-standin/kube-scheduler.log"
 
@@ -247,14 +263,17 @@ def _default_address():
 
 
 def _unit(module, unit):
-    properties = "--property=LoadState,FragmentPath,DropInPaths,NeedDaemonReload"
+    properties = "--property=LoadState,FragmentPath,DropInPaths,NeedDaemonReload,ExecStart"
     rc, out, _ = host.run(module, ["systemctl", "show", properties, unit], timeout=20)
     props = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line) if rc == 0 else {}
-    dropins = (props.get("DropInPaths") or "").split()
-    ours = dropin_path(unit)
-    # written by an interrupted run but not loaded by systemd yet: what a daemon-reload will load
-    if os.path.isfile(ours) and ours not in dropins:
-        dropins.append(ours)
+    # What the next daemon-reload loads (every restart of this module reloads first): the drop-ins systemd lists that
+    # still exist, and the *.conf files now in the unit's drop-in folders (one written by an interrupted run of ours,
+    # one an admin added or renamed since the last reload).
+    listed = (props.get("DropInPaths") or "").split()
+    folders = {os.path.dirname(path) for path in listed} | {f"{base}/{unit}.d" for base in DROPIN_BASES}
+    on_disk = [os.path.join(folder, name) for folder in sorted(folders) if os.path.isdir(folder)
+               for name in sorted(os.listdir(folder)) if name.endswith(".conf")]
+    dropins = [path for path in listed if os.path.isfile(path)] + [path for path in on_disk if path not in listed]
     fragment = props.get("FragmentPath") or ""
     return {
         "name": unit,
@@ -262,8 +281,27 @@ def _unit(module, unit):
         "fragment": fragment,
         "dropins": dropins,
         "need_daemon_reload": props.get("NeedDaemonReload") == "yes",
+        # what systemd itself runs (loaded units only: a daemon-reload may be pending), for the record and messages
+        "exec_start": _shown_argv(props.get("ExecStart") or ""),
         "texts": {path: host.read(path) for path in [fragment, *dropins] if path},
     }
+
+
+def _shown_argv(value):
+    """The argv of `systemctl show --property=ExecStart` ("{ path=... ; argv[]=/bin/x --a --b ; ... }"), or "" """
+    match = re.search(r"argv\[\]=(.*?) ;", value)
+    return match.group(1).strip() if match else ""
+
+
+def _set_by(module, plan):
+    """Which file's command systemd runs for the unit now (the last file that sets ExecStart=), and the command
+    as systemd shows it; for kubeadm, the manifest."""
+    if plan["style"] != "systemd":
+        return plan["manifest"], ""
+    unit = _unit(module, plan["unit"])
+    paths = [unit["fragment"], *sorted(unit["dropins"], key=os.path.basename)]
+    files = systemd_exec_start_files([(path, unit["texts"].get(path) or "") for path in paths if path])
+    return (files[-1] if files else unit["fragment"]), unit["exec_start"]
 
 
 def observe(module, inputs):
@@ -367,7 +405,7 @@ def _log_size():
 
 def _own_words(module, plan, since, offset):
     """The scheduler's own error lines since the change: journal (systemd), crictl logs or the lab's stand-in
-    kubelet log (kubeadm)."""
+    kubelet log (kubeadm); [] when it logged none (a healthy start log is not an error)."""
     lines = []
     if plan["style"] == "systemd":
         lines = host.journal(module, plan["unit"], since)
@@ -381,16 +419,34 @@ def _own_words(module, plan, since, offset):
             with open(STANDIN_LOG, "rb") as handle:
                 handle.seek(offset)
                 lines = handle.read().decode("utf-8", "replace").splitlines()[-80:]
-    return _error_lines(lines)
+    return _error_lines(lines, fallback=False)
 
 
-def _error_lines(lines):
-    """klog error lines (E0102 ...) first, then lines that say what failed; else the last lines."""
+def _error_lines(lines, fallback=True):
+    """klog error lines (E0102 ...) first, then lines that say what failed; else the last lines (``fallback``)."""
     found = []
     for line in [ln.strip() for ln in lines if re.match(r"^\s*E\d{4}", ln)] + host.errors_in(lines, limit=10):
         if line not in found:
             found.append(line)
-    return found[:3] or [ln.strip() for ln in lines if ln.strip()][-5:]
+    return found[:3] or ([ln.strip() for ln in lines if ln.strip()][-5:] if fallback else [])
+
+
+def _cause(module, plan, since, offset):
+    """Why the changed scheduler did not go live, in the actual terms: the flags the process runs and the file that
+    set them when they are not the planned ones, its own error lines when it logged any."""
+    live = live_state(module, plan)
+    parts = []
+    if live["processes"] and not live["runs_planned_flags"]:
+        source, shown = _set_by(module, plan)
+        runs = " ".join(live["argv"]) or shown
+        parts.append(f"kube-scheduler runs `{runs}`, set by {source}, not the planned "
+                     f"`{' '.join(plan['argv'])}`")
+    words = _own_words(module, plan, since, offset)
+    if words:
+        parts.append(f"the scheduler's own error: {' / '.join(words)}")
+    elif not parts:
+        parts.append("the scheduler logged no error")
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -459,7 +515,7 @@ def _apply(module, p, plan, todo, restart_needed, live, fail):
         if not ok:
             raise change.ChangeFailed(detail)
     except change.ChangeFailed as err:
-        words = _own_words(module, plan, since, offset)
+        cause = _cause(module, plan, since, offset)
         failed_pids = [proc["pid"] for proc in scheduler_processes()]
         change.restore(undo)
         before = {**plan, "argv": plan["current_argv"], "health_url": _health(plan["current_argv"], plan)}
@@ -470,8 +526,7 @@ def _apply(module, p, plan, todo, restart_needed, live, fail):
             back, back_detail = False, str(again)
         state = "is healthy again" if back else f"is STILL NOT healthy ({back_detail}): check it now"
         fail(f"kube-scheduler did not come back healthy {_what(plan)} within {timeout} s ({err}). The previous files "
-             f"were restored from {p['backup_dir']} and the scheduler {state}. The scheduler's own error: "
-             f"{' / '.join(words) or 'none logged'}")
+             f"were restored from {p['backup_dir']} and the scheduler {state}. Cause: {cause}")
 
 
 def _health(argv, plan):
@@ -505,6 +560,7 @@ def main():
             "backup_dir": {"type": "path", "default": "/etc/kubernetes/kgn-backups"},
             "health_timeout": {"type": "int", "default": 120},
             "prevalidate": {"type": "bool", "default": True},
+            "allow_newer": {"type": "bool", "default": False},
             "render_dir": {"type": "path"},
             "render_host": {"type": "str"},
             "observed": {"type": "dict", "default": {}},
@@ -529,6 +585,8 @@ def run(module):
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     result = {"plan": plan, "observed": observed, "left_alone": plan["left_alone"],
               "left_alone_reason": plan["reason"] if plan["left_alone"] else "", "repaired": []}
+    if plan["version_note"]:
+        module.warn(plan["version_note"])  # the opt-in for a newer minor is said on every run that uses it
     if rendering:
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "kube_scheduler")
         host.say(module, assumed=plan["assumed"])
@@ -537,8 +595,12 @@ def run(module):
     live = live_state(module, plan)
     files = change.pending(plan["files"])
     removals = change.pending(plan["remove"])
-    repair = list(live["problems"]) if plan["action"] != "leave" else []
-    restart_needed = bool(files or repair or (plan["action"] == "remove" and removals))
+    # a live problem is a repair when the files were already as planned (a restart that never happened, a stopped
+    # scheduler); when this run writes or removes them, the restart is part of that change (a first install, or the
+    # extender taken back, is not a repair)
+    problems = list(live["problems"]) if plan["action"] != "leave" else []
+    repair = problems if not (files or removals) else [p for p in problems if "no kube-scheduler process runs" in p]
+    restart_needed = bool(files or problems or (plan["action"] == "remove" and removals))
     if plan["style"] == "kubeadm" and restart_needed and not any(f["path"] == plan["manifest"] for f in files):
         # the manifest is right but the pod must read the files again: a new restart annotation
         files += change.pending([restart_manifest(plan, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))])
@@ -549,7 +611,10 @@ def run(module):
                                  + (f": {'; '.join(repair)}" if repair else "")})
 
     def fail(msg):
-        module.fail_json(msg=msg, diff=diff, live=live, **result)
+        # what the scheduler shows now stays with the host (the run_failures callback keeps these facts for the report)
+        now = live_state(module, plan)
+        module.fail_json(msg=msg, diff=diff, live=now, **result,
+                         ansible_facts=recorded("kube_scheduler", observed, plan, now, False, module.check_mode))
 
     if plan["action"] == "leave" or not (todo or restart_needed):
         if plan["action"] != "leave" and not live["healthy"] and not module.check_mode:
@@ -573,10 +638,14 @@ def run(module):
     _apply(module, p, plan, todo, restart_needed, live, fail)
     result["repaired"] = repair
     host.say(module, repaired=repair)
+    changes = [f"wrote {f['path']}" for f in files if f.get("content") is not None] + [
+        f"removed {f['path']}" for f in removals] + ([f"restarted kube-scheduler ({plan['style']})"]
+                                                     if restart_needed else [])
     live = live_state(module, plan)
     live["persisted_argv"] = plan["argv"]  # written by this run
     module.exit_json(changed=True, msg=plan["reason"], live=live, diff=diff,
-                     ansible_facts=recorded("kube_scheduler", observed, plan, live, True, False, repair), **result)
+                     ansible_facts=recorded("kube_scheduler", observed, plan, live, True, False, repair, changes),
+                     **result)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,14 @@ DOCUMENTATION = r"""
 module: node_labels
 short_description: Set the GPU and stack labels of every node one API server serves, in one round trip
 description:
-  - Runs once per API server, on the host that runs kubectl for it (a control-plane host, or the control machine
-    for a managed control plane). Reads every node with one C(kubectl get nodes -o json), plans every node with the
-    same code as the render (the node_labels section of the host plan), and patches only the nodes whose labels
+  - Runs on the host that runs kubectl for the node's cluster (a control-plane host, or the control machine for a
+    managed control plane), delegated from the node's own task so that the node is the host that C(changed). Reads
+    the node (C(kubectl get node NAME), or one C(kubectl get nodes) for several nodes at once), plans it with the
+    same code as the render (the node_labels section of the host plan), and patches only a node whose labels
     differ (C(kubectl patch node --type merge)).
+  - With one node it returns the facts C(kgn_observed_node_labels) (the node as the API shows it at the end) and
+    C(kgn_state_node_labels) (the plan, what changed, and in C(changes) and C(repaired) what it did; the
+    first labelling of a node is a change, a correction of labels this project set before is a repair).
   - Desired labels per node are its stacks' selector labels plus the labels derived from its GPU facts (GPU
     Feature Discovery style C(nvidia.com/gpu.*), C(accelerator), C(kube-gpu-nodes.io/gpu.volta-mps)) and its extra
     labels. Only labels this project set before, recorded in the node annotation
@@ -33,10 +37,6 @@ options:
         overwrite_foreign.
     type: dict
     required: true
-  api_host:
-    description: The inventory host this runs on, for the messages; empty for the control machine.
-    type: str
-    default: ""
   render_dir:
     description: Render instead of patching, into this folder on the machine the module runs on (the controller).
     type: path
@@ -53,7 +53,7 @@ author: kube-gpu-nodes
 """
 
 EXAMPLES = r"""
-- name: Label the GPU nodes of one API server
+- name: Label this GPU node through its cluster's API host
   kgn.gpu_nodes.node_labels:
     api_host: cp1
     nodes:
@@ -85,39 +85,38 @@ live:
   description: The nodes as the API showed them after the patches (only when something was patched).
   returned: when a patch was sent
   type: dict
+changes:
+  description: What this run did to the node's labels (a first labelling), in words.
+  returned: always
+  type: list
+repaired:
+  description: Labels this project had set before and found changed or gone, put back, in words.
+  returned: always
+  type: list
 """
+
 
 import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import KUBECTL_ARGS, node_list  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 
 
-def kubectl(module, p, args):
-    argv = [p["kubectl"], "--kubeconfig", p["kubeconfig"], f"--request-timeout={p['request_timeout']}s", *args]
-    rc, out, err = host.run(module, argv, timeout=max(60, 3 * p["request_timeout"]))
-    return rc, out or "", err or ""
-
-
-def _where(p):
-    return f"kubectl on {p['api_host']}" if p["api_host"] else "kubectl on the control machine"
-
-
-def read_nodes(module, p):
-    rc, out, err = kubectl(module, p, ["get", "nodes", "--output=json"])
-    if rc != 0:
-        words = (err or out).strip()
-        words = words.splitlines()[0][:300] if words else ("kubectl not found" if rc is None else f"exit code {rc}")
-        return {"reachable": False, "error": f"`kubectl get nodes` failed ({_where(p)}, kubeconfig "
-                                             f"{p['kubeconfig']}): {words}", "nodes": {}}
+def read_nodes(kube, names):
+    """The nodes as the API shows them: one ``get node NAME`` for one node, one ``get nodes`` for several."""
     try:
-        return {"reachable": True, "error": "", "nodes": node_list(out)}
-    except KgnError as err_:
-        return {"reachable": False, "error": f"{_where(p)}: {err_}", "nodes": {}}
+        if len(names) == 1:
+            found = kube.get("nodes", name=names[0])
+            return {"reachable": True, "error": "", "nodes": node_list({"items": [found] if found else []})}
+        return {"reachable": True, "error": "", "nodes": node_list(kube.get("nodes"))}
+    except KgnError as err:
+        return {"reachable": False, "error": str(err), "nodes": {}}
 
 
 def _after(labels, patch):
@@ -154,28 +153,24 @@ def render(p, plan):
     return results, written
 
 
-def patch_nodes(module, p, plan, observed, check):
+def patch_nodes(kube, plan, observed, check):
     results = {}
     for inventory_host, entry in plan["nodes"].items():
         result = dict(entry)
         if entry["status"] == "patch":
-            rc, out, err = kubectl(module, p, ["patch", "node", entry["node_name"], "--type", "merge", "-p",
-                                               json.dumps(entry["patch"], sort_keys=True),
-                                               f"--dry-run={'server' if check else 'none'}"])
-            if rc == 0:
+            try:
+                kube.patch("node", entry["node_name"], entry["patch"], dry_run=check)
                 result["status"] = "would patch" if check else "patched"
-            else:
-                result.update(status="patch failed",
-                              reason=f"kubectl patch node {entry['node_name']} ({_where(p)}) failed: "
-                                     f"{(err or out).strip()[:400]}")
+            except KgnError as err:
+                result.update(status="patch failed", reason=str(err))
         result["record"] = _record(entry, observed["nodes"].get(entry["node_name"]), observed)
         results[inventory_host] = result
     return results
 
 
-def check_live(module, p, plan, results):
+def check_live(kube, plan, results):
     """Read the nodes again; a sent patch the API does not show is reported per node."""
-    live = read_nodes(module, p)
+    live = read_nodes(kube, [r["node_name"] for r in results.values()])
     for result in results.values():
         if result["status"] != "patched":
             continue
@@ -189,6 +184,31 @@ def check_live(module, p, plan, results):
                                  f"{', '.join(wrong) if node is not None else result['node_name']}")
         result["record"] = _record(result, node, live)
     return live
+
+
+def what_changed(result, before):
+    """``(changes, repaired)`` in words: the first labelling of a node is a change; labels this project had set
+    before (its annotation names them) and found changed or gone are a repair."""
+    if result.get("status") not in ("patched", "would patch"):
+        return [], []
+    node = result["node_name"]
+    ours_before = {k for k in str(((before or {}).get("annotations") or {}).get(MANAGED_ANNOTATION) or "").split(",")
+                   if k}
+    # a label set again that this project had set before was changed or removed since: a repair; a new label, or
+    # one removed because the inventory no longer asks for it, is a change
+    fixed = sorted(k for k in result["set"] if k in ours_before)
+    new = sorted(k for k in result["set"] if k not in ours_before)
+    gone = sorted(result["removed"])
+    changes, repaired = [], []
+    if new or gone:
+        values = result["set"]
+        parts = ([f"set {', '.join(f'{k}={values[k]}' for k in new)}"] if new else []) \
+            + ([f"removed {', '.join(gone)}"] if gone else [])
+        changes.append(f"labels of node {node}: {'; '.join(parts)}")
+    if fixed:
+        words = [f"{k}={result['set'][k]}" for k in fixed]
+        repaired.append(f"labels of node {node} corrected: {', '.join(words)} (changed since this project set them)")
+    return changes, repaired
 
 
 def words(inventory_host, result):
@@ -211,9 +231,8 @@ def words(inventory_host, result):
 def main():
     module = AnsibleModule(
         argument_spec={
-            **KUBECTL_ARGS,
+            **CLIENT_ARGS,
             "nodes": {"type": "dict", "required": True},
-            "api_host": {"type": "str", "default": ""},
             "render_dir": {"type": "path"},
             "observed": {"type": "dict", "default": {}},
         },
@@ -221,10 +240,12 @@ def main():
     )
     p = module.params
     rendering = bool(p["render_dir"])
+    kube = Kubectl(module)
+    names = [(s or {}).get("node_name") or h for h, s in p["nodes"].items()]
     if rendering:
         observed = {"reachable": None, "error": "", "nodes": (p["observed"] or {}).get("nodes") or {}}
     else:
-        observed = read_nodes(module, p)
+        observed = read_nodes(kube, names)
     try:
         plan = host_plan({"node_labels": {"nodes": p["nodes"]}}, {"node_labels": observed})["node_labels"]
     except KgnError as err:
@@ -234,10 +255,10 @@ def main():
         results = {name: words(name, result) for name, result in results.items()}
         host.say(module, assumed=[f"{name}: {item}" for name, result in results.items()
                                   for item in result.get("assumed") or []])
-        module.exit_json(changed=bool(written), nodes=results, plan=plan, observed=observed,
+        module.exit_json(changed=bool(written), nodes=results, plan=plan, observed=observed, changes=[], repaired=[],
                          rendered=[os.path.relpath(w, p["render_dir"]) for w in written])
 
-    results = patch_nodes(module, p, plan, observed, module.check_mode)
+    results = patch_nodes(kube, plan, observed, module.check_mode)
     diff = [{"before_header": f"node/{r['node_name']} labels", "after_header": f"node/{r['node_name']} labels",
              "before": _text(observed["nodes"].get(r["node_name"], {}).get("labels")),
              "after": _text(_after(observed["nodes"].get(r["node_name"], {}).get("labels"), r["patch"]))}
@@ -245,9 +266,31 @@ def main():
     changed = any(r["status"] in ("patched", "would patch") for r in results.values())
     extra = {}
     if any(r["status"] == "patched" for r in results.values()):
-        extra["live"] = check_live(module, p, plan, results)
+        extra["live"] = check_live(kube, plan, results)
     results = {name: words(name, result) for name, result in results.items()}
-    module.exit_json(changed=changed, nodes=results, plan=plan, observed=observed, diff=diff, **extra)
+    changes, repaired = [], []
+    for result in results.values():
+        done, fixed = what_changed(result, observed["nodes"].get(result["node_name"]))
+        changes += done
+        repaired += fixed
+    for result in results.values():
+        for line in result["say"]:
+            module.warn(line)
+    if not module.check_mode:
+        host.say(module, repaired=repaired)
+    if len(results) == 1:
+        (result,) = results.values()
+        state = recorded("node_labels", result["record"], plan, {"node": result["record"], "status": result["status"]},
+                         changed, module.check_mode, [] if module.check_mode else repaired,
+                         changes=[] if module.check_mode else changes)
+        facts = {key: value for key, value in state.items()
+                 if key != "kgn_observed_node_labels" or result["status"] not in ("api unreachable", "refused")}
+        extra["ansible_facts"] = facts
+        if result["refusal"]:
+            module.fail_json(msg=result["refusal"], changed=changed, nodes=results, plan=plan, observed=observed,
+                             diff=diff, changes=changes, repaired=repaired, **extra)
+    module.exit_json(changed=changed, nodes=results, plan=plan, observed=observed, diff=diff, changes=changes,
+                     repaired=repaired, **extra)
 
 
 if __name__ == "__main__":

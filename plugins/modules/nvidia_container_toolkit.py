@@ -89,7 +89,7 @@ author: kube-gpu-nodes
 EXAMPLES = r"""
 - name: Install the NVIDIA container toolkit from the lab's mirror, key pinned
   kgn.gpu_nodes.nvidia_container_toolkit:
-    version: "1.17.8"
+    version: "1.20.0"
     repo_base_url: file:///srv/kgn-nvidia-repo
     gpg_key_fingerprint: 0123456789ABCDEF0123456789ABCDEF01234567
     pkg_mgr: "{{ ansible_facts['pkg_mgr'] }}"
@@ -130,7 +130,7 @@ import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import fetch_url  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, toolkit  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, pkghealth, toolkit  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 
@@ -384,9 +384,14 @@ class Run:
         self.lists_refreshed = False
 
     def act(self, what, action=None):
-        if not self.check and action is not None:
-            action()
+        # said before it runs: a step that fails midway may already have changed the node
         self.done.append(what)
+        if not self.check and action is not None:
+            try:
+                action()
+            except Failed:
+                self.done[-1] = f"{what} (failed)"
+                raise
 
     # deb
     def deb_key(self):
@@ -433,18 +438,21 @@ class Run:
     def apt_install(self, specs, what, reinstall=False):
         argv = APT_INSTALL + (["--reinstall"] if reinstall else []) + specs
         timeout = self.module.params["lock_timeout"]
+        self.done.append(what)
         if self.check:
-            self.done.append(what)
             return
         try:
-            apt_get(self.module, argv, what, timeout)
-        except Failed as err:
-            if self.lists_refreshed or not APT_NOT_OFFERED.search(err.output):
-                raise
-            # the lists are older than the pin: refresh once and try again
-            self.apt_refresh("a package was not offered")
-            apt_get(self.module, argv, what, timeout)
-        self.done.append(what)
+            try:
+                apt_get(self.module, argv, what, timeout)
+            except Failed as err:
+                if self.lists_refreshed or not APT_NOT_OFFERED.search(err.output):
+                    raise
+                # the lists are older than the pin: refresh once and try again
+                self.apt_refresh("a package was not offered")
+                apt_get(self.module, argv, what, timeout)
+        except Failed:
+            self.done[self.done.index(what)] = f"{what} (failed)"
+            raise
 
     def deb(self, todo):
         key_changed = self.deb_key()
@@ -467,6 +475,9 @@ class Run:
                              reinstall=True)
             self.repaired.append(f"{item['name']} {item['version']} reinstalled: {'; '.join(item['problems'])}")
         if plan["hold"]:  # after install and reinstall, which drop the holds of the packages they name
+            if not plan["install"] and not plan["repair"]:
+                why = "after the repair above" if self.repaired else "it had been released"
+                self.repaired.append(f"hold of {', '.join(plan['hold'])} re-applied ({why})")
             self.act(f"hold {', '.join(plan['hold'])}",
                      lambda: run_ok(self.module, ["apt-mark", "hold", *plan["hold"]], "holding the packages"))
         if plan["unhold"]:
@@ -557,6 +568,55 @@ def main():
         gpg.cleanup()
 
 
+def health_of(module, plan):
+    """The package manager's consistency for the toolkit's packages (pkghealth), planned against the pins."""
+    state = pkghealth.read(module, plan["family"], list(toolkit.HEALTH_PACKAGES))
+    return pkghealth.health_plan(plan["family"], state, toolkit.HEALTH_PACKAGES, toolkit.health_pins(plan))
+
+
+def rehold(module, work, plan):
+    """After a failure: hold again what the plan holds and apt dropped (install and reinstall name the packages
+    again, dpkg -i sets them to install). Said in ``done``; a failure here is said, not raised."""
+    if plan["family"] != "deb" or not plan["hold_wanted"] or module.check_mode:
+        return
+    packages = packages_on(module, "deb", plan["pkg_mgr"])
+    loose = [name for name in plan["names"] if name in packages and not packages[name]["held"]]
+    if loose:
+        rc, out, err = host.run(module, ["apt-mark", "hold", *loose])
+        work.done.append(f"hold {', '.join(loose)} again after the failure" + ("" if rc == 0 else
+                         f" (failed: {_words(out, err)})"))
+
+
+def _failed(module, work, plan, observed, diff, facts, message):
+    rehold(module, work, plan)
+    if not work.done:
+        message = _nothing_changed(message)
+    else:
+        message = f"{message.rstrip('.')}. Done before this failed: {'; '.join(work.done)}"
+    module.fail_json(msg=message, changed=bool(work.done and not module.check_mode), plan=plan,
+                     observed=observed, done=work.done, repaired=work.repaired, diff=diff, ansible_facts=facts)
+
+
+def restore_config(module, work, installed_before):
+    """Write the toolkit's config.toml when the toolkit is installed and the file is missing (config_restore)."""
+    text = host.read(toolkit.CONFIG)
+    if text is not None:
+        return
+    packages = packages_on(module, work.plan["family"], work.plan["pkg_mgr"]) if not module.check_mode \
+        else work.observed.get("packages") or {}
+    rc, default, _ = host.run(module, ["nvidia-ctk", "config", "default"], timeout=30)
+    restore = toolkit.config_restore(None, default if rc == 0 else "", packages,
+                                     "nvidia-container-toolkit-base" not in installed_before)
+    if not restore["write"]:
+        if restore["why"]:
+            raise Failed(restore["why"])
+        return
+    work.act(f"write {toolkit.CONFIG} ({restore['why']})",
+             lambda: change.write_file(toolkit.CONFIG, restore["content"], 0o644))
+    if restore["repair"]:
+        work.repaired.append(restore["why"])
+
+
 def _nothing_changed(message):
     return message if "Nothing was changed" in message else f"{message.rstrip('.')}. Nothing was changed."
 
@@ -574,27 +634,43 @@ def execute(module, p, inputs, gpg):
         module.exit_json(changed=bool(written), plan=plan, observed=observed, repaired=[], diff=[])
 
     facts = {f"kgn_observed_{CONCERN}": observed}
+    work = Run(module, plan, observed, gpg)
+    health = health_of(module, plan)
+    if health["refusal"]:
+        module.fail_json(msg=_nothing_changed(f"The NVIDIA container toolkit was not touched: {health['refusal']}"),
+                         plan=plan, observed=observed, health=health, ansible_facts=facts)
+    if health["note"]:
+        module.warn(health["note"])
+    if not health["consistent"] and not module.check_mode:
+        # first: apt-get refuses to install anything while dpkg is interrupted
+        try:
+            work.repaired += pkghealth.repair(module, plan["family"], health, work.done, plan["pkg_mgr"] or "dnf")
+        except RuntimeError as err:
+            _failed(module, work, plan, observed, [], facts, f"repairing the package manager's state: {err}")
+        observed = observe(module, inputs, plan["pkg_mgr"], gpg)
+        plan = host_plan({CONCERN: inputs}, {CONCERN: observed})[CONCERN]
+        work.plan, work.observed = plan, observed
+        left = health_of(module, plan)
+        if not left["consistent"]:
+            _failed(module, work, plan, observed, [], facts,
+                    f"the package manager is still not consistent after the repair: {'; '.join(left['problems'])}")
     todo = change.pending(plan["files"] + plan["remove"])
     diff = change.diff(todo) + package_diff(plan, observed)
-    work = Run(module, plan, observed, gpg)
+    installed_before = dict(observed.get("packages") or {})
     try:
         if plan["family"] == "deb":
             work.deb(todo)
         else:
             work.rpm(todo)
+        restore_config(module, work, installed_before)
     except Failed as err:
-        message = str(err)
-        if not work.done:
-            message = _nothing_changed(message)
-        else:
-            message += f". Done before this failed: {'; '.join(work.done)}"
-        module.fail_json(msg=message, changed=bool(work.done and not module.check_mode), plan=plan,
-                         observed=observed, done=work.done, diff=diff, ansible_facts=facts)
+        _failed(module, work, plan, observed, diff, facts, str(err))
 
     if module.check_mode:
         live = live_state(module, plan, binary_state(module))
+        would_repair = [r["spec"] for r in plan["repair"]] + health["problems"]
         module.exit_json(changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=[],
-                         would=work.done, would_repair=[r["spec"] for r in plan["repair"]], diff=diff,
+                         would=work.done, would_repair=would_repair, diff=diff, health=health,
                          ansible_facts=recorded(CONCERN, observed, plan, live, bool(work.done), True))
 
     if work.done:
@@ -603,6 +679,10 @@ def execute(module, p, inputs, gpg):
     else:
         after = plan
     live = live_state(module, after, binary_state(module))
+    live["health"] = health_of(module, after)
+    live["config"] = {"path": toolkit.CONFIG, "exists": host.read(toolkit.CONFIG) is not None}
+    if not live["health"]["consistent"]:
+        live["problems"] += live["health"]["problems"]
     if live["problems"]:
         module.fail_json(
             msg=f"The NVIDIA container toolkit is not whole after this run: {'; '.join(live['problems'])}. "

@@ -236,7 +236,7 @@ import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import fetch_url  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, pkghealth  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # noqa: E402
     EXISTING,
     FILES,
@@ -781,7 +781,32 @@ class Run:
                 if not self.check:
                     _must(apt(self.module, ["apt-mark", verb, *marks[verb]]), f"apt-mark {verb}")
 
+    def package_health(self):
+        """A dpkg interrupted under the driver's packages: finished and put back at the versions dpkg recorded
+        (module_utils/pkghealth.py, shared with nvidia_container_toolkit); another package's breakage is named and
+        left to the administrator. Each step is said (actions) before it runs."""
+        names = [n for n in dict.fromkeys(self.plan["packages"] + list(self.observed["packages"].get("stack") or []))
+                 if n]
+        state = pkghealth.read(self.module, "deb", names)
+        ours = names + [n for n in [*state["audit"], *state["status"]] if is_stack_package(n)]
+        health = pkghealth.health_plan("deb", state, ours, {})
+        if health["refusal"]:
+            raise Failed(health["refusal"])
+        if health["note"]:
+            self.module.warn(health["note"])
+        if health["consistent"]:
+            return
+        if self.check:
+            self.repaired += [f"would repair: {problem}" for problem in health["problems"]]
+            return
+        try:
+            self.repaired += pkghealth.repair(self.module, "deb", health, self.actions)
+        except RuntimeError as err:
+            raise Failed(str(err)) from None
+        self.observed["packages"] = apt_state(self.module, self.plan)
+
     def apply_apt(self):
+        self.package_health()
         self.dev_char_links()
         self.keyring()
         written = self.files([FILES["distro_sources"], FILES["cuda_sources"]])

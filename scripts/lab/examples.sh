@@ -178,7 +178,7 @@ run_one() {
   fi
   echo "examples: $name: check mode changed nothing on ${nodes[*]}"
   ansible-playbook "${inv[@]}" lab/playbooks/check_example.yml -e "@lab/examples/expect/$name.yml" \
-    -e "lab_example_report=$dir/reports/latest/report.json" >"$dir/expect.log" 2>&1 || {
+    -e "lab_example_report=$dir/reports/latest-check/report.json" >"$dir/expect.log" 2>&1 || {
     grep -E 'fatal: |"msg"|msg:' "$dir/expect.log" | head -n 20 >&2  || true
     echo "examples: $name: the run did not plan or report what lab/examples/expect/$name.yml expects (log: $dir/expect.log)" >&2
     return 1

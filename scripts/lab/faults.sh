@@ -155,9 +155,10 @@ case_config_unreadable() {
   local config=/etc/kubernetes/scheduler-policy-config.yaml
   on kgn-cp-kubeasz "cp -p $config /root/scheduler-config.fault && head -c 300 /dev/urandom > $config &&
     sha256sum $config > /root/scheduler-config.damaged && systemctl restart kube-scheduler || true"
-  run unreadable site.yml
+  # the scheduler step alone (what a failed control plane does to the rest of the run: control_plane_fails)
+  run unreadable playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
   said unreadable "$config is not UTF-8 text"
-  said unreadable "the run stopped before its report"
+  grep -qE 'kgn-cp-kubeasz +: .*failed=1' "$logs/unreadable.out" || fail "unreadable: the refusal did not fail the host"
   on kgn-cp-kubeasz 'sha256sum -c --quiet /root/scheduler-config.damaged' || fail "the damaged file was changed"
   on kgn-cp-kubeasz "mv /root/scheduler-config.fault $config"
   ok_run unreadable-repair playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
@@ -243,8 +244,125 @@ case_runtime_injects_nothing() {
   unchanged smoke-again playbooks/container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
 }
 
+restore_scheduler() { on kgn-cp-kubeasz 'mv /root/kube-scheduler.fault /opt/kube/bin/kube-scheduler'; }
+
+case_control_plane_fails() {
+  say "one control plane's kube-scheduler cannot come back: its cluster's scheduler step stops, the rest goes on"
+  local before
+  before=$(readlink "$top/reports/latest" || true)
+  # the binary exits at start (a broken upgrade), and our drop-in is gone, so the run must restart the scheduler
+  on kgn-cp-kubeasz 'cp -p /opt/kube/bin/kube-scheduler /root/kube-scheduler.fault &&
+    printf "#!/bin/sh\necho \"kube-scheduler: fault injected: cannot start\" >&2\nexit 1\n" > /opt/kube/bin/kube-scheduler &&
+    rm -f /etc/systemd/system/kube-scheduler.service.d/90-kube-gpu-nodes-scheduler-config.conf'
+  run cp-fails site.yml -e kube_scheduler_extender_health_timeout=15
+  grep -qE '^kgn-cp-kubeasz +: .*failed=1' "$logs/cp-fails.out" || { restore_scheduler; fail "the control plane did not fail"; }
+  grep -qE '^localhost +: .*failed=1' "$logs/cp-fails.out" || { restore_scheduler; fail "the run did not end failed"; }
+  for host in kgn-cp-kubeadm kgn-gpu-containerd kgn-gpu-docker; do
+    grep -qE "^$host +: .*failed=0" "$logs/cp-fails.out" || { restore_scheduler; fail "$host failed too"; }
+  done
+  # the other cluster's stacks and every GPU node's labels still ran, and the report has every host's row
+  grep -A3 'TASK \[kgn.gpu_nodes.gpu_sharing_stacks : Plan the stacks' "$logs/cp-fails.out" | grep -q 'kgn-cp-kubeadm' \
+    || { restore_scheduler; fail "the kubeadm cluster's stacks did not run"; }
+  [ "$(readlink "$top/reports/latest")" != "$before" ] || { restore_scheduler; fail "no report was written"; }
+  python3 - "$top/reports/latest/report.json" <<'PY' || { restore_scheduler; fail "the report does not say it"; }
+import json, sys
+report = json.load(open(sys.argv[1]))
+rows = {r["host"]: r for r in report["rows"]}
+assert set(rows) == {"kgn-cp-kubeadm", "kgn-cp-kubeasz", "kgn-gpu-docker", "kgn-gpu-containerd"}, set(rows)
+failed = rows["kgn-cp-kubeasz"]
+reached = next(c for c in failed["checks"] if c["id"] == "host_reached")
+assert failed["verdict"] == "failed" and reached["status"] == "failed", failed
+assert "kube-scheduler" in reached["summary"] and reached["diagnosis"][0]["id"] == "host_failed", reached
+# what it gathered before it stopped: the scheduler's recorded state, not "?"
+assert failed["scheduler"].startswith("v1beta"), failed["scheduler"]
+for host in ("kgn-cp-kubeadm", "kgn-gpu-docker", "kgn-gpu-containerd"):
+    assert rows[host]["verdict"] in ("ok", "degraded"), (host, rows[host]["verdict"])
+    assert not [c for c in rows[host]["checks"] if c["id"] == "host_reached"], host
+labels = {c["id"]: c for c in rows["kgn-gpu-docker"]["checks"]}["node_labels"]
+assert labels["status"] == "ok", labels
+PY
+  cp "$top/reports/latest/report.md" "$logs/cp-fails-report.md"
+  restore_scheduler
+  ok_run cp-fails-repair playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  on kgn-cp-kubeasz 'pid=$(systemctl show -p MainPID --value kube-scheduler); test "$pid" -gt 0 &&
+    tr "\0" " " < /proc/$pid/cmdline | grep -q -- "--config="' || fail "kube-scheduler is not back on its config"
+  unchanged cp-fails-again site.yml
+}
+
+CDI_SPEC=/var/run/cdi/nvidia.json
+cri() {  # cri NODE EXPR: evaluate EXPR on `crictl info` (the running containerd's CRI answer) as `c`
+  on "$1" "crictl info" | python3 -c "import json, sys; c = json.load(sys.stdin)['config']; $2"
+}
+
+case_cdi_spec_deleted() {
+  say "the node's CDI spec is deleted (containerd 2.1, CDI mode)"
+  on $CTRD_NODE "rm -f $CDI_SPEC"
+  ok_run cdi-deleted playbooks/container_runtime.yml --limit $CTRD_NODE
+  said cdi-deleted "repaired: CDI spec $CDI_SPEC was missing: generated"
+  on $CTRD_NODE "test -s $CDI_SPEC && nvidia-ctk cdi list 2>/dev/null | grep -qx 'nvidia.com/gpu=all'" || fail "the spec is not back"
+  cri $CTRD_NODE "assert c['enableCDI'] is True and c['containerd']['defaultRuntimeName'] == 'nvidia', c" \
+    || fail "containerd does not run nvidia by default with CDI on"
+  unchanged cdi-deleted-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
+case_cdi_spec_stale() {
+  say "the CDI spec is left stale by a driver change (it names another driver); the planned upgrade regenerates it"
+  # The lab's trixie has one driver version (550.163.01), so the spec is made to name another driver by hand:
+  # what a spec written before a driver upgrade looks like (NVIDIA/nvidia-container-toolkit#1895).
+  on $CTRD_NODE "sed -i 's/580\.159\.04/570.86.15/g' $CDI_SPEC && touch -d '2 days ago' $CDI_SPEC"
+  ok_run cdi-stale playbooks/nvidia_driver_upgrade.yml --limit $CTRD_NODE -e gpu_driver_version=550.163.01
+  said cdi-stale "regenerated (stale: written for driver 570.86.15"
+  on $CTRD_NODE "! grep -q 570.86.15 $CDI_SPEC" || fail "the spec still names the old driver"
+  unchanged cdi-stale-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
+case_containerd2_config_reset() {
+  say "containerd 2's config.toml is reset to \`containerd config default\` (our drop-in no longer imported)"
+  on $CTRD_NODE 'containerd config default > /etc/containerd/config.toml && systemctl restart containerd'
+  cri $CTRD_NODE "assert c['containerd']['defaultRuntimeName'] == 'runc', c" || fail "the fault did not take"
+  ok_run ctrd-reset playbooks/container_runtime.yml --limit $CTRD_NODE
+  said ctrd-reset "no longer imported the nvidia drop-in"
+  on $CTRD_NODE 'grep -q "^version = 3" /etc/containerd/config.toml && grep -q 99-nvidia.toml /etc/containerd/config.toml' \
+    || fail "config.toml is not the 2.x layout importing our drop-in"
+  cri $CTRD_NODE "assert c['containerd']['defaultRuntimeName'] == 'nvidia' and c['enableCDI'] is True, c" \
+    || fail "containerd does not run nvidia by default with CDI on"
+  unchanged ctrd-reset-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
+case_toolkit_dpkg_interrupted() {
+  say "apt-get install --reinstall of the toolkit packages is killed mid-way (dpkg interrupted, holds dropped)"
+  # libnvidia-container1's stand-in postinst waits while /run/kgn-standin-slow-postinst exists: apt-get and dpkg
+  # are killed there, as a reboot or an OOM kill would.
+  on $CTRD_NODE 'touch /run/kgn-standin-slow-postinst; rm -f /run/kgn-standin-postinst-waiting
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --reinstall --allow-change-held-packages libnvidia-container1 \
+      libnvidia-container-tools nvidia-container-toolkit-base nvidia-container-toolkit >/root/reinstall.log 2>&1 &)
+    for i in $(seq 120); do [ -e /run/kgn-standin-postinst-waiting ] && break; sleep 1; done
+    pkill -9 -x apt-get; pkill -9 -x dpkg; pkill -9 -f 'libnvidia-container1[.]postinst'
+    rm -f /run/kgn-standin-slow-postinst /run/kgn-standin-postinst-waiting; sleep 1'
+  on $CTRD_NODE 'dpkg --audit | grep -q libnvidia-container1 && ! apt-get check -q >/dev/null 2>&1' \
+    || fail "the fault did not leave dpkg interrupted"
+  ok_run dpkg-interrupted site.yml --limit "lab_kubeadm:localhost"
+  said dpkg-interrupted "repaired: dpkg was interrupted"
+  said dpkg-interrupted "re-applied (after the repair above)"
+  grep -q "Nothing was changed" "$logs/dpkg-interrupted.out" && fail "the run says nothing was changed"
+  on $CTRD_NODE 'test -z "$(dpkg --audit)" && apt-get check -q >/dev/null' || fail "the packages are not consistent"
+  on $CTRD_NODE 'for p in nvidia-container-toolkit nvidia-container-toolkit-base; do apt-mark showhold | grep -qx $p || exit 1; done' \
+    || fail "the toolkit packages are not held"
+  unchanged dpkg-interrupted-again site.yml --limit "lab_kubeadm:localhost"
+}
+
+case_toolkit_config_deleted() {
+  say "/etc/nvidia-container-runtime/config.toml is deleted"
+  on $CTRD_NODE 'rm -f /etc/nvidia-container-runtime/config.toml'
+  ok_run config-deleted playbooks/container_runtime.yml --limit $CTRD_NODE
+  said config-deleted "repaired: /etc/nvidia-container-runtime/config.toml was missing"
+  on $CTRD_NODE 'grep -qx "mode = \"cdi\"" /etc/nvidia-container-runtime/config.toml' || fail "config.toml is not back in CDI mode"
+  unchanged config-deleted-again playbooks/container_runtime.yml --limit $CTRD_NODE
+}
+
 cases=(runtime_binary_gone runtime_injects_nothing containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
-       scheduler_restart_interrupted config_unreadable stack_removed foreign_device_plugin)
+       scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin
+       cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;

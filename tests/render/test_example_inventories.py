@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import kubernetes_schemas
 import pytest
 from playbook_runner import render_ok
 
@@ -18,7 +19,10 @@ EXAMPLES = sorted(p.name for p in (TOP / "inventories" / "examples").iterdir() i
 
 APT_BLOCK = "etc/apt/preferences.d/kgn-nvidia-driver.pref"
 BLACKLIST = "etc/modprobe.d/kgn-blacklist-nouveau.conf"
-CENTOS7_GPU = ["etc/docker/daemon.json", BLACKLIST, "etc/yum.conf", "etc/yum.repos.d/nvidia-container-toolkit.repo"]
+# the toolkit's config.toml carries the runtime mode (legacy on these Docker nodes, docs/cdi.md)
+TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"
+CENTOS7_GPU = ["etc/docker/daemon.json", BLACKLIST, TOOLKIT_CONFIG, "etc/yum.conf",
+               "etc/yum.repos.d/nvidia-container-toolkit.repo"]
 FILES = {
     "centos7-docker18-k8s1.16-device-plugin": {
         "gpu1": CENTOS7_GPU, "gpu2": CENTOS7_GPU, "gpu3": CENTOS7_GPU,
@@ -30,11 +34,13 @@ FILES = {
                      *(f"etc/kubernetes/kube-gpu-nodes/stacks/gpushare/{name}.yml" for name in (
                          "device-plugin-daemonset-plain", "device-plugin-rbac", "extender-deployment",
                          "extender-rbac", "extender-service")),
-                     "etc/kubernetes/scheduler-policy-config.yaml", BLACKLIST,
+                     "etc/kubernetes/scheduler-policy-config.yaml", BLACKLIST, TOOLKIT_CONFIG,
                      "etc/systemd/system/kube-scheduler.service.d/90-kube-gpu-nodes-scheduler-config.conf"],
     },
     "oke-elastic-gpu": {
-        "gpu-pool-1": ["etc/crio/crio.conf.d/99-nvidia.conf", BLACKLIST, "etc/yum.conf",
+        # CRI-O 1.23+ with toolkit 1.20: CDI mode, the toolkit's refresh service pointed at our spec
+        "gpu-pool-1": ["etc/crio/crio.conf.d/99-nvidia.conf", BLACKLIST, TOOLKIT_CONFIG,
+                       "etc/nvidia-container-toolkit/nvidia-cdi-refresh.env", "etc/yum.conf",
                        "etc/yum.repos.d/nvidia-container-toolkit.repo"],
         "localhost": [f"var/tmp/kube-gpu-nodes/stacks/{name}.yml" for name in (
             "elastic_gpu/agent", "elastic_gpu/crd-elasticgpuclaims", "elastic_gpu/crd-elasticgpuclasses",
@@ -46,7 +52,7 @@ FILES = {
                          "etc/kubernetes/kube-gpu-nodes/stacks/nano_gpu/scheduler.yml",
                          "etc/kubernetes/manifests/kube-scheduler.yaml", "etc/kubernetes/scheduler-policy-config.json"],
         "edge-gpu1": [APT_BLOCK, "etc/apt/sources.list.d/nvidia-container-toolkit.list", "etc/docker/daemon.json",
-                      BLACKLIST],
+                      BLACKLIST, TOOLKIT_CONFIG],
     },
 }
 ADOPTED = {"centos7-docker18-k8s1.16-device-plugin": {"gpu1": "460.32.03", "gpu2": "460.32.03", "gpu3": "510.47.03"},
@@ -94,3 +100,10 @@ def test_the_packaged_kubeasz_node_is_not_adopted(rendered):
     plan = json.loads((rendered["kubeasz-1.23-gpushare"] / "node-101/_plan/nvidia_driver.json").read_text())
     assert plan["adopted"] is None and "Pin-Priority: 1001" in (
         rendered["kubeasz-1.23-gpushare"] / "node-101" / APT_BLOCK).read_text()
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_kubernetes_object_is_valid_for_the_hosts_own_version(rendered, name):
+    """Static pods, stack manifests and samples, strictly, against the OpenAPI schema of the host's version."""
+    checked = kubernetes_schemas.check_render(rendered[name])
+    assert checked and all(checked.values()), checked

@@ -1,10 +1,12 @@
 """Render path of kube_scheduler_extender (kube_scheduler_extender_render_dir set): the kgn.gpu_nodes.kube_scheduler
 module plans without contacting the host and writes what apply would write.
 
-One host per Kubernetes minor in VERSIONS (1.16 to 1.36), half kubeadm and half systemd, with the gpushare extender
+One host per Kubernetes minor in VERSIONS (1.16 to 1.37), half kubeadm and half systemd, with the gpushare extender
 (the reference clusters' values), rendered from inventory data alone (the installers' own layouts, said in
-plan.assumed): the config is the filter's document, valid under the strict schema of its apiVersion
-(tests/schemas/kube-scheduler), and the patch (manifest or drop-in) sets the variant's flag once. Hosts with a
+plan.assumed): the config is the filter's document, valid under the strict schema of its apiVersion narrowed to its
+minor (tests/schemas/kube-scheduler), and the patch (manifest or drop-in) sets the variant's flag once. Every
+rendered static pod, and the patched kubeadm manifest of every minor, is valid under the OpenAPI schema of its own
+Kubernetes version (tests/kubernetes_schemas.py, strict). Hosts with a
 recorded observation render exactly what apply writes (the user's extender kept, the Policy -> v1 switch, the
 removal when no stack needs an extender); a host that needs no extender and does not run on this project's config
 gets no scheduler file at all.
@@ -12,19 +14,20 @@ gets no scheduler file at all.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import sys
 from pathlib import Path
 
-import jsonschema
+import kube_scheduler_schemas
+import kubernetes_schemas
 import pytest
 import yaml
 from playbook_runner import render_ok
 
 ROOT = Path(__file__).parents[2]
-SCHEMAS = ROOT / "tests" / "schemas" / "kube-scheduler"
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED  # noqa: E402
+
 VERSIONS = [
     "1.16.15",
     "1.18.20",
@@ -39,6 +42,7 @@ VERSIONS = [
     "1.31.8",
     "1.35.4",
     "1.36.0",
+    "1.37.0",
 ]
 NODE_IP = "192.168.233.101"  # the kubeasz reference cluster's node
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
@@ -76,14 +80,8 @@ def _load(name):
     return importlib.import_module(f"ansible_collections.kgn.gpu_nodes.plugins.module_utils.{name}")
 
 
-@functools.cache
-def _validator(name: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads((SCHEMAS / name).read_text()))
-
-
-def _schema_errors(doc: dict) -> list:
-    name = "policy-v1.json" if doc.get("kind") == "Policy" else doc["apiVersion"].split("/", 1)[1] + ".json"
-    return [e.message for e in _validator(name).iter_errors(doc)]
+def _schema_errors(doc: dict, version: str | None = None) -> list:
+    return kube_scheduler_schemas.errors(doc, int(version.split(".")[1]) if version else None)
 
 
 def _kubeadm_pod(version: str, *, ours: bool) -> str:
@@ -214,7 +212,7 @@ def test_rendered_config_is_the_filter_document_and_passes_its_strict_schema(ren
     text = (out / f"cp-{version}" / variant["path"].lstrip("/")).read_text()
     doc = json.loads(text) if variant["format"] == "policy" else yaml.safe_load(text)
     assert doc == expected
-    assert _schema_errors(doc) == []
+    assert _schema_errors(doc, version) == []
     assert expected["extenders"][0]["urlPrefix"] == f"http://{NODE_IP}:32766/gpushare-scheduler"
 
 
@@ -230,7 +228,8 @@ def test_rendered_patch_sets_the_variant_flag_once(rendered, version):
         command = pod["spec"]["containers"][0]["command"]
         assert command.count(flag) == 1 and not [a for a in command if a.startswith(other)]
         assert [v["hostPath"]["path"] for v in pod["spec"]["volumes"]].count(variant["path"]) == 1
-        assert pod["spec"]["containers"][0]["image"] == f"registry.k8s.io/kube-scheduler:v{version}"
+        registry = "registry.k8s.io" if int(version.split(".")[1]) >= 25 else "k8s.gcr.io"
+        assert pod["spec"]["containers"][0]["image"] == f"{registry}/kube-scheduler:v{version}"
         assert _files(out, f"cp-{version}") == sorted([MANIFEST, variant["path"]])
     else:
         text = (host_dir / DROPIN.lstrip("/")).read_text()
@@ -290,3 +289,26 @@ def test_no_extender_and_not_on_our_config_renders_nothing_for_the_scheduler(ren
     assert _files(out, "no-extender") == []
     plan = _plan(out, "no-extender")
     assert plan["left_alone"] is True and plan["reason"].startswith("left alone: no extender needed")
+
+
+def test_every_rendered_static_pod_is_valid_for_its_kubernetes_version(rendered):
+    """The 1.16 pod carries no securityContext.seccompProfile (a 1.19 field), and so on: kubeadm's fields per minor."""
+    hosts, out = rendered
+    checked = []
+    for host, settings in hosts.items():
+        version = settings["kubernetes_version"] or "1.23.1"  # observed-kubeasz: detected from the binary
+        checked += [host] * kubernetes_schemas.check_objects(kubernetes_schemas.api_objects(out / host), version, out)
+    assert {f"cp-{v}" for i, v in enumerate(VERSIONS) if i % 2 == 0} <= set(checked)
+
+
+@pytest.mark.parametrize("minor", range(KUBERNETES_SUPPORTED[0][1], KUBERNETES_SUPPORTED[1][1] + 1))
+def test_the_patched_kubeadm_manifest_of_every_minor_is_valid_for_it(minor):
+    """Every minor, not only VERSIONS: the plan from kubeadm's own manifest, patched, without Ansible."""
+    scheduler_plan = _load("scheduler_plan")
+    version = f"1.{minor}.0"
+    plan = scheduler_plan.scheduler_plan({"kubernetes_version": version, "style": "kubeadm", "stacks": ["gpushare"],
+                                          "node_ip": NODE_IP}, {})
+    [manifest] = [f for f in plan["files"] if f["path"] == MANIFEST]
+    pod = yaml.safe_load(manifest["content"])
+    kubernetes_schemas.validate(pod, version)
+    assert "seccompProfile" in str(pod) or minor < 22

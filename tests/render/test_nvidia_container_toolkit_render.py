@@ -127,11 +127,11 @@ def plan(rendered: Path, host: str) -> dict:
 
 @pytest.mark.parametrize(("host", "package", "specs"), [
     ("deb-default", "nvidia-container-toolkit",
-     ["nvidia-container-toolkit=1.17.8*", "nvidia-container-toolkit-base=1.17.8*"]),
+     ["nvidia-container-toolkit=1.20.0*", "nvidia-container-toolkit-base=1.20.0*"]),
     ("deb-docker18", "nvidia-docker2",
-     ["nvidia-container-toolkit=1.17.8*", "nvidia-container-toolkit-base=1.17.8*", "nvidia-docker2=2.14.0*"]),
+     ["nvidia-container-toolkit=1.20.0*", "nvidia-container-toolkit-base=1.20.0*", "nvidia-docker2=2.14.0*"]),
     ("el-docker18", "nvidia-docker2",
-     ["nvidia-container-toolkit-1.17.8", "nvidia-container-toolkit-base-1.17.8", "nvidia-docker2-2.14.0"]),
+     ["nvidia-container-toolkit-1.20.0", "nvidia-container-toolkit-base-1.20.0", "nvidia-docker2-2.14.0"]),
     ("el-libnvidia", "nvidia-container-toolkit",
      ["nvidia-container-toolkit-1.13.5", "nvidia-container-toolkit-base-1.13.5"]),
 ])

@@ -11,6 +11,7 @@ import json
 import tomllib
 from pathlib import Path
 
+import kubernetes_schemas
 import pytest
 import yaml
 from playbook_runner import render_ok, run_playbook
@@ -52,7 +53,9 @@ def test_lab_docker_node_gets_nvidia_as_default_runtime(lab):
 
 def test_lab_containerd_node_gets_a_drop_in_with_nvidia_default(lab):
     drop_in = tomllib.loads((lab / "kgn-gpu-containerd/etc/containerd/conf.d/99-nvidia.toml").read_text())
-    cri = drop_in["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    # containerd 1.7 assumed when nothing was recorded; 2.1 (version 3) once the lab has run and recorded it
+    plugins = drop_in["plugins"]
+    cri = (plugins.get("io.containerd.cri.v1.runtime") or plugins["io.containerd.grpc.v1.cri"])["containerd"]
     assert cri["default_runtime_name"] == "nvidia"
     assert cri["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
     config = tomllib.loads((lab / "kgn-gpu-containerd/etc/containerd/config.toml").read_text())
@@ -128,7 +131,7 @@ def test_reference_centos7_k8s_1_16_gets_no_scheduler_change_and_an_old_layout_d
 
 
 def test_reference_centos7_gpu_nodes_get_nvidias_yum_repository_not_an_apt_source(centos7):
-    # No toolkit version pinned in the inventory: the default 1.17.8 is the stable/rpm era, which also
+    # No toolkit version pinned in the inventory: the default 1.20.0 is the stable/rpm era, which also
     # serves the nvidia-docker2 these Docker 18.09 nodes get.
     for gpu in ("gpu1", "gpu2", "gpu3"):
         parser = configparser.RawConfigParser()
@@ -143,3 +146,9 @@ def test_reference_centos7_gpu_nodes_get_nvidias_yum_repository_not_an_apt_sourc
             "gpgkey": "https://nvidia.github.io/libnvidia-container/gpgkey",
         }
         assert not (centos7 / gpu / "etc/apt/sources.list.d/nvidia-container-toolkit.list").exists()
+
+
+def test_every_kubernetes_object_of_the_lab_is_valid_for_its_version(lab):
+    """Static pods, stack manifests and samples, strictly, against the OpenAPI schema of each host's version."""
+    checked = kubernetes_schemas.check_render(lab)
+    assert checked and all(checked.values()), checked

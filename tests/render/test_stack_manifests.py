@@ -3,41 +3,29 @@
 One ansible-playbook run renders the gpu_sharing_stacks role (render entry point) for a generated
 inventory with one host per (Kubernetes version x stack configuration). Each rendered object is
 then checked against the OpenAPI schema of that Kubernetes version in strict mode (unknown fields
-rejected) with kubernetes-validate: the installed 1.37.x for 1.25+, the schema folders of
-kubernetes-validate 1.24.1 (downloaded from PyPI once, cached under .cache/) for 1.24 and older.
-A missing schema ("Couldn't find schema") is a failure, and apiVersions the version no longer
-serves are refused separately (old OpenAPI documents still describe some removed group versions).
-Custom resources (the elastic-gpu samples) are validated against the CRD this project renders.
+rejected) by tests/kubernetes_schemas.py: kubernetes-validate 1.37.x for 1.25+, the schema folders of
+kubernetes-validate 1.24.1 for 1.24 and older; a missing schema and an apiVersion the version no longer
+serves are failures. Custom resources (the elastic-gpu samples) are validated against the CRD this project renders.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import jsonschema
-import kubernetes_validate
+import kubernetes_schemas
 import pytest
 import yaml
+from kubernetes_schemas import NEWEST, check_objects
 from playbook_runner import render_ok, run_playbook
-from referencing import Registry
-from referencing.jsonschema import DRAFT7
 
 TOP = Path(__file__).resolve().parents[2]
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import (  # noqa: E402
-    manifest_objects,
-    manifest_removed_apis,
-)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import manifest_objects  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import MANAGED_BY, STACK_LABEL  # noqa: E402
 
-NEWEST = kubernetes_validate.utils.latest_version()  # e.g. "1.37.0"
 VERSIONS = ["1.16.15", "1.20.15", "1.22.17", "1.24.17", "1.27.16", "1.30.4", NEWEST]
-OLD_VALIDATE = "1.24.1"
-CACHE = TOP / ".cache" / f"kubernetes-validate-{OLD_VALIDATE}"
 
 CONFIGS = {  # a cluster runs several stacks on different nodes; together these reach every template
     "dp-egpu": {"gpu_sharing_stacks": ["nvidia_device_plugin", "elastic_gpu"],
@@ -67,62 +55,29 @@ HOSTS.update({f"k{v.replace('.', '-')}-{c}": (v, c) for v in MANAGED_VERSIONS fo
 HAMI = {"hami": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_samples_enabled": True},
         "hami-mirror": {"gpu_sharing_stacks": ["hami"], "gpu_sharing_stacks_namespace": "gpu-system",
                         "gpu_sharing_stacks_registry_mirror": "mirror.local:5000"}}
-HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.25.16", "1.29.10", "1.35.0"]
+HAMI_VERSIONS = ["1.18.20", "1.20.15", "1.22.17", "1.23.17", "1.25.16", "1.29.10", "1.35.0", NEWEST]
 CONFIGS.update(HAMI)
 HOSTS.update({f"k{v.replace('.', '-')}-hami": (v, "hami") for v in HAMI_VERSIONS})
 HOSTS["k1-29-10-hami-mirror"] = ("1.29.10", "hami-mirror")
-
-
-def _old_schemas() -> Path:
-    """Schema folders of kubernetes-validate 1.24.1 (covers 1.11-1.24), fetched from PyPI once."""
-    marker = CACHE / "schemas" / "v1.24.0-local-strict" / "_definitions.json"
-    if marker.exists():
-        return CACHE / "schemas"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:",
-                    f"kubernetes-validate=={OLD_VALIDATE}", "-d", str(CACHE)], check=True, timeout=600)
-    sdist = CACHE / f"kubernetes-validate-{OLD_VALIDATE}.tar.gz"
-    wanted = re.compile(r"/kubernetes-json-schema/(v1\.(1[6-9]|2[0-4])\.0-local-strict/[^/]+\.json)$")
-    with tarfile.open(sdist) as tar:
-        for member in tar.getmembers():
-            match = wanted.search(member.name)
-            if match and member.isfile():
-                dest = CACHE / "schemas" / match[1]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(tar.extractfile(member).read())
-    assert marker.exists(), f"kubernetes-validate {OLD_VALIDATE} sdist has no strict 1.24 schemas"
-    return CACHE / "schemas"
-
-
-def _validate_old(doc: dict, version: str) -> None:
-    """kubernetes-validate's own algorithm over the 1.24.1 schema folders (strict)."""
-    minor = int(version.split(".")[1])
-    folder = _old_schemas() / f"v1.{minor}.0-local-strict"
-    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", doc["apiVersion"])
-    path = folder / f"{doc['kind'].lower()}-{api}.json"
-    if not path.exists():
-        raise AssertionError(f"Couldn't find schema for kind {doc['kind']} with api version {doc['apiVersion']} "
-                             f"for kubernetes version 1.{minor}")
-    # The 1.24.1 schemas are draft-4 style with relative "_definitions.json#/definitions/..." refs, as
-    # kubernetes-validate 1.24 resolved them against the file's own URI.
-    base = folder.resolve().as_uri() + "/"
-    schema = json.loads(path.read_text())
-    definitions = json.loads((folder / "_definitions.json").read_text())
-    definitions.pop("$schema", None)
-    schema = {"$ref": base + schema["$ref"]}  # draft 7: $ref ignores siblings, so make it absolute
-    registry = Registry().with_resource(base + "_definitions.json", DRAFT7.create_resource(definitions))
-    jsonschema.Draft7Validator(schema, registry=registry).validate(doc)
-
-
-def _validate(doc: dict, version: str) -> None:
-    """Strict schema validation; any failure (including a missing schema) raises AssertionError."""
-    try:
-        if int(version.split(".")[1]) <= 24:
-            _validate_old(doc, version)
-        else:
-            kubernetes_validate.validate(doc, version, strict=True)
-    except (jsonschema.ValidationError, kubernetes_validate.utils.SchemaNotFoundError) as err:
-        raise AssertionError(getattr(err, "message", "") or str(err)) from err
+# NVIDIA's DRA driver: every minor from 1.32 (beta) to the newest schemas; GPUs with ComputeDomains (the chart's
+# default), GPUs only with the sharing gates on, and the extended resource turned on where it is still opt-in.
+DRA = {"dra": {"gpu_sharing_stacks": ["nvidia_dra"], "gpu_sharing_stacks_samples_enabled": True},
+       "dra-shared": {"gpu_sharing_stacks": ["nvidia_dra"], "gpu_sharing_stacks_samples_enabled": True,
+                      "gpu_sharing_stacks_dra_compute_domains": False, "gpu_sharing_stacks_namespace": "gpu-system",
+                      "gpu_sharing_stacks_registry_mirror": "mirror.local:5000",
+                      "gpu_sharing_stacks_dra_feature_gates": {"TimeSlicingSettings": True, "MPSSupport": True}},
+       "dra-extended": {"gpu_sharing_stacks": ["nvidia_dra"], "gpu_sharing_stacks_dra_extended_resource": True}}
+DRA_VERSIONS = {"1.32.9": "v1beta1", "1.33.5": "v1beta2", "1.34.1": "v1", "1.35.0": "v1", "1.36.0": "v1",
+                NEWEST: "v1"}
+CONFIGS.update(DRA)
+DRA_SHARED_VERSIONS = ("1.32.9", "1.33.5", "1.35.0")
+HOSTS.update({f"k{v.replace('.', '-')}-dra": (v, "dra") for v in DRA_VERSIONS})
+HOSTS.update({f"k{v.replace('.', '-')}-dra-shared": (v, "dra-shared") for v in DRA_SHARED_VERSIONS})
+HOSTS["k1-34-1-dra-extended"] = ("1.34.1", "dra-extended")
+# The GPU nodes' MIG layouts the DRA samples read (not rendered themselves).
+GPU_NODES = {"gpu-a": {"nvidia_mig_layout": "all-1g.10gb"},
+             "gpu-b": {"nvidia_mig_layout": [{"devices": "all", "profiles": ["3g.40gb", "2g.20gb"]}]}}
+CHART = TOP / "tests" / "render" / "fixtures" / "dra-driver-nvidia-gpu-v0.4.1"
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +86,15 @@ def rendered(tmp_path_factory) -> Path:
     inventory = {"all": {"hosts": {host: {"kubernetes_version": v, **CONFIGS[c]} for host, (v, c) in HOSTS.items()},
                          # render_stacks.yml reads kube_control_plane: the managed hosts set the setting instead
                          "children": {"kube_control_plane": {"hosts": {h: None for h, (_, c) in HOSTS.items()
-                                                                       if c not in MANAGED}}}},
+                                                                       if c not in MANAGED}},
+                                      "gpu_nodes": {"hosts": GPU_NODES}}},
                  }
     for host, (_, config) in HOSTS.items():
         if config in MANAGED:
             inventory["all"]["hosts"][host]["gpu_sharing_stacks_secondary_scheduler"] = True
     (work / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    render_ok("-i", str(work / "inventory.yml"), "tests/render/render_stacks.yml", "-e", f"render_dir={work / 'out'}")
+    render_ok("-i", str(work / "inventory.yml"), "tests/render/render_stacks.yml", "-e", f"render_dir={work / 'out'}",
+              "--limit", "all:!gpu_nodes")
     return work / "out"
 
 
@@ -147,28 +104,12 @@ def _documents(rendered: Path, host: str) -> list[tuple[Path, dict]]:
     return [(f, d) for f in files for d in yaml.safe_load_all(f.read_text()) if d]
 
 
-def _crd_schemas(docs) -> dict:
-    return {(f"{d['spec']['group']}/{v['name']}", d["spec"]["names"]["kind"]): v["schema"]["openAPIV3Schema"]
-            for _, d in docs if d["kind"] == "CustomResourceDefinition" for v in d["spec"]["versions"]}
-
-
 @pytest.mark.parametrize("host", sorted(HOSTS))
 def test_every_manifest_is_valid_for_its_kubernetes_version(rendered, host):
     version, _ = HOSTS[host]
-    docs = _documents(rendered, host)
-    removed = set(manifest_removed_apis(version))
     egpu_host = f"k{version.replace('.', '-')}-dp-egpu"
-    custom = _crd_schemas(docs + (_documents(rendered, egpu_host) if (rendered / egpu_host).exists() else []))
-    for path, doc in docs:
-        where = f"{path.relative_to(rendered)} {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
-        assert f"{doc['apiVersion']}/{doc['kind']}" not in removed, f"{where}: {doc['apiVersion']} removed in {version}"
-        if (doc["apiVersion"], doc["kind"]) in custom:
-            jsonschema.Draft202012Validator(custom[(doc["apiVersion"], doc["kind"])]).validate(doc)
-            continue
-        try:
-            _validate(doc, version)
-        except AssertionError as err:
-            raise AssertionError(f"{where} is not valid for Kubernetes {version}: {err}") from err
+    custom = kubernetes_schemas.crd_schemas(_documents(rendered, egpu_host)) if (rendered / egpu_host).exists() else {}
+    assert check_objects(_documents(rendered, host), version, rendered, custom) > 0
 
 
 def _stack_of(rendered: Path, host: str, path: Path) -> str:
@@ -199,6 +140,7 @@ def test_the_module_reads_the_objects_a_yaml_parser_reads(rendered, host):
 
 
 def test_strict_validation_rejects_a_misspelled_field():
+    _validate = kubernetes_schemas.validate
     bad = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "x"},
            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
                "metadata": {"labels": {"a": "b"}},
@@ -210,9 +152,17 @@ def test_strict_validation_rejects_a_misspelled_field():
 
 def test_unknown_kind_is_a_failure_not_a_warning():
     with pytest.raises(AssertionError, match="Couldn't find schema"):
-        _validate({"apiVersion": "extensions/v1beta1", "kind": "DaemonSet", "metadata": {"name": "x"}}, NEWEST)
+        kubernetes_schemas.validate({"apiVersion": "example.com/v1", "kind": "Nope", "metadata": {"name": "x"}},
+                                    NEWEST)
     with pytest.raises(AssertionError, match="Couldn't find schema"):
-        _validate_old({"apiVersion": "example.com/v1", "kind": "Nope", "metadata": {"name": "x"}}, "1.20.0")
+        kubernetes_schemas.validate_old({"apiVersion": "example.com/v1", "kind": "Nope", "metadata": {"name": "x"}},
+                                        "1.20.0")
+
+
+def test_a_removed_api_version_is_a_failure_even_where_the_old_schema_still_describes_it():
+    daemonset = {"apiVersion": "extensions/v1beta1", "kind": "DaemonSet", "metadata": {"name": "x"}}
+    with pytest.raises(AssertionError, match=r"no longer served by Kubernetes 1\.16\.15"):
+        kubernetes_schemas.validate(daemonset, "1.16.15")
 
 
 def _by_kind(rendered, host, kind, name):
@@ -400,8 +350,26 @@ def test_hamis_scheduler_config_is_the_variant_its_kubernetes_version_reads(rend
     assert scheduler["image"] == f"registry.k8s.io/kube-scheduler:v{version}"
     config_file = "config.json" if variant["format"] == "policy" else "config.yaml"
     assert f"{variant['flag']}=/etc/kubernetes/kgn-gpu-scheduler/{config_file}" in scheduler["command"]
-    assert extender_container["image"] == "projecthami/hami:v2.6.0"
+    minor = int(version.split(".")[1])
+    release = "v2.10.0" if minor >= 23 else "v2.6.0"  # hami.py: v2.10.0 from 1.23 (its README), v2.6.0 before
+    assert extender_container["image"] == f"projecthami/hami:{release}"
     assert "--http_bind=0.0.0.0:443" in extender_container["command"]
+    leader = ["--leader-elect=true", "--leader-elect-resource-name=hami-scheduler",
+              "--leader-elect-resource-namespace=kube-system"]
+    assert all(f in extender_container["command"] for f in leader) is (minor >= 23)
+    assert extender_container["readinessProbe"]["httpGet"]["path"] == ("/readyz" if minor >= 23 else "/healthz")
+    service = _by_kind(rendered, host, "Service", "hami-scheduler")["spec"]["selector"]
+    assert service == {"app.kubernetes.io/component": "hami-scheduler",
+                       **({"hami.io/scheduler-role": "leader"} if minor >= 23 else {})}
+    role = _by_kind(rendered, host, "ClusterRole", "hami-scheduler")["rules"]
+    assert {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "list", "watch"]} in role
+    dra = {"apiGroups": ["resource.k8s.io"], "verbs": ["get", "list", "watch"],
+           "resources": ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]}
+    assert (dra in role) is (minor >= 34)  # the embedded kube-scheduler's DRA informers from 1.34
+    device_config = yaml.safe_load(_by_kind(rendered, host, "ConfigMap", "hami-scheduler-device")["data"][
+        "device-config.yaml"])
+    assert device_config["nvidia"]["resourceCountName"] == "nvidia.com/gpu"
+    assert ("migProfileAllowlist" in device_config["nvidia"]) is (minor >= 23)
     assert {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v} == {"hami-scheduler-tls"}
     create = _by_kind(rendered, host, "Job", "hami-admission-create")["spec"]["template"]["spec"]["containers"][0]
     assert "--host=hami-scheduler.kube-system.svc,127.0.0.1" in create["args"]
@@ -423,7 +391,7 @@ def test_hami_namespace_and_mirror_reach_every_image_and_reference(rendered):
     docs = [d for found in _hami_docs(rendered, "k1-29-10-hami-mirror").values() for d in found]
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "DaemonSet", "Job")]
     images = {c["image"] for pod in pods for c in pod["containers"]}
-    assert images == {"mirror.local:5000/kube-scheduler:v1.29.10", "mirror.local:5000/projecthami/hami:v2.6.0",
+    assert images == {"mirror.local:5000/kube-scheduler:v1.29.10", "mirror.local:5000/projecthami/hami:v2.10.0",
                       "mirror.local:5000/liangjw/kube-webhook-certgen:v1.1.1"}
     webhook = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
     assert webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == "gpu-system"
@@ -444,7 +412,7 @@ BAD = {
                                "but nvidia_device_plugin is not in gpu_sharing_stacks"),
     "unknown-stack": ({"kubernetes_version": "1.30.0", "gpu_sharing_stacks": ["hamy"]}, "unknown stack(s) 'hamy'"),
     "hami-too-old": ({"kubernetes_version": "1.17.17", "gpu_sharing_stacks": ["hami"]},
-                     "HAMi v2.6.0 supports Kubernetes 1.18 and newer"),
+                     "HAMi supports Kubernetes 1.18 and newer"),
     "managed-policy-era": ({"kubernetes_version": "1.18.20", "gpu_sharing_stacks": ["nano_gpu"],
                             "gpu_sharing_stacks_secondary_scheduler": True},
                            "which takes extenders from a Policy file only"),
@@ -463,3 +431,104 @@ def test_bad_input_fails_before_anything_is_written(tmp_path):
     for host, (_, message) in BAD.items():
         assert message in " ".join(str(failures.get(host, "did not fail")).split()), (host, failures.get(host))
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.yml"))
+
+
+# --- NVIDIA's DRA driver -------------------------------------------------------------------------------------
+
+def _dra_hosts(config="dra"):
+    return [(f"k{v.replace('.', '-')}-{config}", v, api) for v, api in DRA_VERSIONS.items()
+            if config == "dra" or v in DRA_SHARED_VERSIONS]
+
+
+@pytest.mark.parametrize(("host", "version", "api"), _dra_hosts() + _dra_hosts("dra-shared"))
+def test_dra_objects_use_the_resource_api_version_of_their_kubernetes_minor(rendered, host, version, api):
+    docs = [d for _, d in _documents(rendered, host)]
+    resource = [d for d in docs if d["apiVersion"].startswith("resource.k8s.io/")]
+    assert {d["kind"] for d in resource} == {"DeviceClass", "ResourceClaimTemplate"}
+    assert {d["apiVersion"] for d in resource} == {f"resource.k8s.io/{api}"}
+    policies = [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert [d["apiVersion"] for d in policies] == ["admissionregistration.k8s.io/v1"] * 2
+
+
+def _chart_cel() -> dict:
+    """The DeviceClass name -> CEL expression of the chart's templates (verbatim copies)."""
+    found = {}
+    for path in sorted(CHART.glob("deviceclass-*.yaml")):
+        text = path.read_text()
+        name = re.search(r"^  name: (\S+)$", text, re.M).group(1)
+        found[name] = re.search(r'^      expression: "(.*)"$', text, re.M).group(1)
+    return found
+
+
+@pytest.mark.parametrize("host", [h for h, _, _ in _dra_hosts()])
+def test_dra_device_classes_carry_the_charts_cel_exactly(rendered, host):
+    classes = {d["metadata"]["name"]: d for _, d in _documents(rendered, host) if d["kind"] == "DeviceClass"}
+    chart = _chart_cel()
+    assert set(classes) == set(chart) and len(chart) == 5
+    for name, doc in classes.items():
+        assert [s["cel"]["expression"] for s in doc["spec"]["selectors"]] == [chart[name]], name
+
+
+def test_dra_admission_policy_is_the_charts(rendered):
+    def chart(name: str, namespace: str) -> dict:
+        text = (CHART / name).read_text()
+        text = text.replace('{{ include "dra-driver-nvidia-gpu.name" . }}', "dra-driver-nvidia-gpu")
+        text = text.replace('{{ include "dra-driver-nvidia-gpu.namespace" . }}', namespace)
+        text = text.replace('{{ include "dra-driver-nvidia-gpu.serviceAccountName" . }}',
+                            "dra-driver-nvidia-gpu-service-account")
+        assert "{{" not in text, name
+        return yaml.safe_load(text)
+
+    for host, namespace in (("k1-34-1-dra", "kube-system"), ("k1-33-5-dra-shared", "gpu-system")):
+        for kind, name in (("ValidatingAdmissionPolicy", "validatingadmissionpolicy.yaml"),
+                           ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybinding.yaml")):
+            ours = _by_kind(rendered, host, kind, "resourceslices-policy-dra-driver-nvidia-gpu")
+            theirs = chart(name, namespace)
+            assert ours["spec"] == theirs["spec"] and ours["metadata"]["name"] == theirs["metadata"]["name"]
+
+
+@pytest.mark.parametrize(("host", "extended"), [
+    ("k1-34-1-dra", False), ("k1-35-0-dra", False), ("k1-36-0-dra", True), (f"k{NEWEST.replace('.', '-')}-dra", True),
+    ("k1-34-1-dra-extended", True), ("k1-33-5-dra", False)])
+def test_dra_maps_nvidia_gpu_where_kep_5004_is_on(rendered, host, extended):
+    gpu_class = _by_kind(rendered, host, "DeviceClass", "gpu.nvidia.com")
+    assert (gpu_class["spec"].get("extendedResourceName") == "nvidia.com/gpu") is extended
+    pods = [d["metadata"]["name"] for _, d in _documents(rendered, host) if d["kind"] == "Pod"]
+    assert ("dra-extended-resource-pod" in pods) is (extended and host.endswith("-dra"))
+
+
+def test_dra_parts_gates_and_node_selection(rendered):
+    full = {(d["kind"], d["metadata"]["name"]) for _, d in _documents(rendered, "k1-34-1-dra")}
+    assert {("Deployment", "dra-driver-nvidia-gpu-controller"),
+            ("CustomResourceDefinition", "computedomains.resource.nvidia.com")} <= full
+    plugin = _by_kind(rendered, "k1-34-1-dra", "DaemonSet", "dra-driver-nvidia-gpu-kubelet-plugin")
+    pod = plugin["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["compute-domains", "gpus"]
+    assert pod["nodeSelector"] == {"kube-gpu-nodes.io/nvidia-dra": "true"}
+    assert pod["containers"][1]["image"] == "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    shared = {(d["kind"], d["metadata"]["name"]): d for _, d in _documents(rendered, "k1-35-0-dra-shared")}
+    assert ("Deployment", "dra-driver-nvidia-gpu-controller") not in shared
+    assert not [k for k in shared if k[0] == "CustomResourceDefinition"]
+    gpus = shared[("DaemonSet", "dra-driver-nvidia-gpu-kubelet-plugin")]["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in gpus] == ["gpus"]
+    assert {e["name"]: e.get("value") for e in gpus[0]["env"]}["FEATURE_GATES"] == \
+        "MPSSupport=true,TimeSlicingSettings=true,"
+    assert gpus[0]["image"] == "mirror.local:5000/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    role = shared[("Role", "dra-driver-nvidia-gpu-role-kubeletplugin")]
+    assert {"apiGroups": ["apps"], "resources": ["deployments"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]} in role["rules"]
+
+
+def test_dra_samples_cover_whole_gpus_the_mig_layouts_and_sharing(rendered):
+    names = [d["metadata"]["name"] for _, d in _documents(rendered, "k1-35-0-dra-shared")
+             if d["kind"] == "ResourceClaimTemplate"]
+    assert names == ["dra-gpu", "dra-mig-1g-10gb", "dra-mig-2g-20gb", "dra-mig-3g-40gb", "dra-time-slicing",
+                     "dra-mps"]
+    plain = [d["metadata"]["name"] for _, d in _documents(rendered, "k1-35-0-dra")
+             if d["kind"] == "ResourceClaimTemplate"]
+    assert "dra-mps" not in plain and "dra-time-slicing" not in plain  # their driver gates are off
+    mps = _by_kind(rendered, "k1-32-9-dra-shared", "ResourceClaimTemplate", "dra-mps")["spec"]["spec"]["devices"]
+    assert mps["requests"] == [{"name": "mps-gpu", "deviceClassName": "gpu.nvidia.com"}]  # v1beta1's shape
+    assert mps["config"][0]["opaque"]["parameters"]["sharing"]["strategy"] == "MPS"
+    pod = _by_kind(rendered, "k1-32-9-dra-shared", "Pod", "dra-mps-pod")["spec"]
+    assert [c["resources"]["claims"] for c in pod["containers"]] == [[{"name": "dra-mps", "request": "mps-gpu"}]] * 2

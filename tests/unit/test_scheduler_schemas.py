@@ -1,8 +1,10 @@
 """Rendered kube-scheduler configs against strict per-apiVersion JSON Schemas (tests/schemas/kube-scheduler/).
 
-For every Kubernetes minor 1.16-1.36 the config with one gpushare extender (the reference clusters' values) is
+For every Kubernetes minor 1.16-1.37 the config with one gpushare extender (the reference clusters' values) is
 rendered by scheduler_config, serialized the way the role writes it (JSON for a Policy, YAML otherwise), parsed
-back and validated. The schemas set additionalProperties false everywhere, so unknown and mis-cased keys fail.
+back and validated against the schema of its apiVersion narrowed to its minor (tests/kube_scheduler_schemas.py:
+fields marked x-kgn-first-minor exist from that minor). The schemas set additionalProperties false everywhere, so
+unknown and mis-cased keys fail.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ REFERENCE_FILES = SCHEMAS / "reference-clusters"
 G = "kubescheduler.config.k8s.io"
 
 import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler as kgn_scheduler  # noqa: E402
+import kube_scheduler_schemas  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler_api  # noqa: E402
 
 # which schema file must validate the document of each minor (docs/versions.md A2b)
 SCHEMA_FOR_MINOR = {
@@ -30,7 +34,7 @@ SCHEMA_FOR_MINOR = {
     22: "v1beta2.json",
     23: "v1beta3.json",
     24: "v1beta3.json",
-    **{m: "v1.json" for m in range(25, 37)},
+    **{m: "v1.json" for m in range(25, 38)},
 }
 GPUSHARE = {
     "url_prefix": "http://192.168.233.101:32766/gpushare-scheduler",
@@ -44,10 +48,8 @@ GPUSHARE = {
 
 
 @functools.cache
-def validator(name: str) -> jsonschema.Draft202012Validator:
-    schema = json.loads((SCHEMAS / name).read_text())
-    jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+def validator(name: str, minor: int | None = None) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(kube_scheduler_schemas.schema(name, minor))
 
 
 def schema_for(doc: dict) -> str:
@@ -57,8 +59,8 @@ def schema_for(doc: dict) -> str:
     return doc["apiVersion"].split("/", 1)[1] + ".json"
 
 
-def errors(name: str, doc: dict) -> list[str]:
-    return [e.message for e in validator(name).iter_errors(doc)]
+def errors(name: str, doc: dict, minor: int | None = None) -> list[str]:
+    return [e.message for e in validator(name, minor).iter_errors(doc)]
 
 
 def render(minor: int, **extra) -> dict:
@@ -71,7 +73,7 @@ def test_rendered_config_with_gpushare_is_accepted_by_its_strict_schema(minor):
     text = json.dumps(doc, indent=2) if doc["kind"] == "Policy" else yaml.safe_dump(doc, sort_keys=True)
     parsed = json.loads(text) if doc["kind"] == "Policy" else yaml.safe_load(text)
     assert schema_for(parsed) == SCHEMA_FOR_MINOR[minor]
-    assert errors(SCHEMA_FOR_MINOR[minor], parsed) == []
+    assert errors(SCHEMA_FOR_MINOR[minor], parsed, minor) == []
 
 
 @pytest.mark.parametrize("minor", sorted(SCHEMA_FOR_MINOR))
@@ -197,3 +199,52 @@ def test_reference_files_converted_by_the_filter_stay_valid():
         )
         assert errors(SCHEMA_FOR_MINOR[minor], doc) == []
 
+
+
+# --- fields that exist from a later minor than their apiVersion -------------------------------------------------
+# point or field -> (schema, where, first minor): what config/<apiVersion>/types.go of the kubernetes-1.X.0 tags has
+# (docs/versions.md A4); written out here, and checked against both the schemas' marks and scheduler_api's tables.
+LATER_FIELDS = {
+    ("v1", "point", "preEnqueue"): 26,
+    ("v1beta3", "point", "preEnqueue"): 26,
+    ("v1", "point", "placementGenerate"): 36,
+    ("v1", "point", "placementScore"): 36,
+    ("v1", "point", "podGroupPostFilter"): 37,
+    ("v1", "top", "delayCacheUntilActive"): 28,
+    ("v1", "profile", "percentageOfNodesToScore"): 26,
+}
+
+
+def _with(schema: str, where: str, field: str, minor: int) -> dict:
+    doc = render(minor)
+    doc["apiVersion"] = f"{G}/{schema}"
+    if where == "top":
+        doc[field] = True
+    elif where == "profile":
+        doc["profiles"] = [{"schedulerName": "default-scheduler", field: 50}]
+    else:
+        doc["profiles"] = [{"schedulerName": "default-scheduler", "plugins": {field: {"enabled": [{"name": "X"}]}}}]
+    return doc
+
+
+@pytest.mark.parametrize(("key", "first"), sorted(LATER_FIELDS.items()))
+def test_a_later_field_is_accepted_from_its_minor_and_refused_before(key, first):
+    schema, where, field = key
+    assert errors(f"{schema}.json", _with(schema, where, field, first), first) == []
+    assert any(f"'{field}' was unexpected" in e for e in errors(f"{schema}.json", _with(schema, where, field, first),
+                                                                first - 1))
+
+
+def test_the_schemas_marks_and_the_code_tables_agree():
+    marked = {}
+    for schema in ("v1", "v1beta3"):
+        data = kube_scheduler_schemas.schema(schema)
+        for where, properties in (("top", data["properties"]), ("point", data["$defs"]["plugins"]["properties"]),
+                                  ("profile", data["$defs"]["profile"]["properties"])):
+            marked.update({(schema, where, k): v[kube_scheduler_schemas.FIRST_MINOR] for k, v in properties.items()
+                           if kube_scheduler_schemas.FIRST_MINOR in v})
+    assert marked == LATER_FIELDS
+    code = {(api, "point", point): first for point, (apis, first) in scheduler_api.POINTS_ADDED.items() for api in apis}
+    code.update({("v1", "top", k): v for k, v in scheduler_api.V1_ADDED.items()})
+    code[("v1", "profile", "percentageOfNodesToScore")] = scheduler_api.PROFILE_PERCENTAGE_FIRST_MINOR
+    assert code == LATER_FIELDS

@@ -16,8 +16,8 @@ def test_committed_table_equals_the_generated_one():
     assert gen.render(text) == text, "docs/scheduler-versions.md is stale: run scripts/gen-scheduler-table.py"
 
 
-def test_table_has_one_row_per_minor_from_1_16_to_1_36():
+def test_table_has_one_row_per_minor_from_1_16_to_1_37():
     rows = gen.table().splitlines()[2:]
-    assert [row.split("|")[1].strip() for row in rows] == [f"1.{m}" for m in range(16, 37)]
+    assert [row.split("|")[1].strip() for row in rows] == [f"1.{m}" for m in range(16, 38)]
     assert "| 1.22 | KubeSchedulerConfiguration | `kubescheduler.config.k8s.io/v1beta2` | `--config` |" in gen.table()
     assert "| 1.18 | Policy | `v1` | `--policy-config-file` |" in gen.table()

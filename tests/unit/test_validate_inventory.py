@@ -42,9 +42,25 @@ def run_site(*extra: str) -> subprocess.CompletedProcess:
         ('{"gpu_sharing_stacks": ["hami", "gpushare"]}',
          ["stacks hami and gpushare both claim every GPU of the node", "keep one stack per node",
           "gpu_sharing_stacks per host in host_vars", "nvidia_device_plugin's time-slicing/MPS sharing"]),
+        # nvidia_dra: Kubernetes 1.31 and older, a device plugin on the same node, a node whose runtime has no CDI
+        ('{"gpu_sharing_stacks": ["nvidia_dra"], "kubernetes_version": "1.31.4"}',
+         ["nvidia_dra needs Kubernetes 1.32 or newer, but kubernetes_version is 1.31.4", "alpha before 1.32"]),
+        ('{"gpu_sharing_stacks": ["nvidia_dra", "nvidia_device_plugin"], "kubernetes_version": "1.34.1"}',
+         ["nvidia_dra and nvidia_device_plugin would both hand out this node's GPUs", "nvidia_dra_switch.yml"]),
+        ('{"gpu_sharing_stacks": ["nvidia_dra"], "kubernetes_version": "1.34.1", "container_runtime": "containerd", '
+         '"kgn_observed_container_runtime": {"versions": {"containerd": "1.6.20"}}}',
+         ["nvidia_dra needs CDI", "runtime mode is legacy", "nvidia_container_runtime_mode to cdi"]),
         ("kubernetes_verison=1.23.1", ["kubernetes_verison is not a variable", "did you mean kubernetes_version"]),
         ("nvidia_container_runtime_enigne=docker", ["did you mean nvidia_container_runtime_engine"]),
         ("device_plugin_sharing=timeslicing", ["accepted values: none, time-slicing, mps"]),
+        # label values are checked in the first play, not after the driver, toolkit and scheduler plays ran
+        ('{"gpu_node_labels_extra": {"team": "$(touch /tmp/pwned)"}}',
+         ["gpu_node_labels_extra: value '$(touch /tmp/pwned)' of 'team' is not a valid label value"]),
+        ('{"gpu_node_labels_extra": {"kubernetes.io/team": "ml"}}',
+         ["'kubernetes.io/team' uses the prefix kubernetes.io/", "reserved for Kubernetes core components"]),
+        ("gpu_node_labels_node_name=GPU_Node_1", ["gpu_node_labels_node_name is 'GPU_Node_1'", "RFC 1123"]),
+        ("gpu_sharing_stacks_namespace=Kube_System", ["gpu_sharing_stacks_namespace is 'Kube_System'"]),
+        ("kube_scheduler_extender_node_ip=10.0.0.300", ["kube_scheduler_extender_node_ip is '10.0.0.300'"]),
     ],
 )
 def test_bad_value_stops_site_before_any_host(extra_vars, must_say):

@@ -53,7 +53,7 @@ def test_toolkit_comes_from_the_signed_standin_repository(host):
         "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
         "file:///srv/kgn-nvidia-repo/libnvidia-container/stable/deb/$(ARCH) /" in source
     )
-    assert host.package("nvidia-container-toolkit").version.startswith("1.17.8")
+    assert host.package("nvidia-container-toolkit").version.startswith("1.20.0")
     policy = host.check_output("apt-cache policy nvidia-container-toolkit")
     assert "file:/srv/kgn-nvidia-repo/libnvidia-container/stable/deb/amd64" in policy
     assert "nvidia-container-toolkit" in host.check_output("apt-mark showhold")
@@ -68,7 +68,7 @@ def test_toolkit_keyring_holds_the_pinned_key_and_both_packages_are_held(host):
         assert f"fpr:::::::::{fingerprint}:" in keys, path
     held = host.check_output("apt-mark showhold").split()
     assert {"nvidia-container-toolkit", "nvidia-container-toolkit-base"} <= set(held)
-    assert host.package("nvidia-container-toolkit-base").version.startswith("1.17.8")
+    assert host.package("nvidia-container-toolkit-base").version.startswith("1.20.0")
     assert host.run("dpkg --verify nvidia-container-toolkit nvidia-container-toolkit-base").stdout.strip() == ""
     assert host.run("nvidia-container-runtime --version").rc == 0
 
@@ -92,3 +92,10 @@ def test_refused_daemon_json_is_rolled_back_and_docker_runs_again(host):
 def test_dev_char_guard_is_a_noop_without_nvidia_devices(host):
     assert not host.run("ls /dev/nvidia*").stdout.strip()
     assert not host.file("/lib/udev/rules.d/71-nvidia-dev-char.rules").exists
+
+
+def test_docker_20_10_runs_the_legacy_mode(host):
+    # Docker 20.10 has no CDI (from 25): the toolkit's runtime stays on the hook
+    config = host.file("/etc/nvidia-container-runtime/config.toml").content_string
+    assert 'mode = "legacy"' in config.splitlines()
+    assert "features" not in json.loads(host.file("/etc/docker/daemon.json").content_string)

@@ -69,3 +69,20 @@ def test_side_effect_removal_left_copies_of_what_it_removed(host):
     backups = host.run("ls -A /etc/kubernetes/kgn-backups").stdout.split()
     assert any(name.startswith("90-kube-gpu-nodes-scheduler-config.conf.") for name in backups)
     assert any(name.startswith("scheduler-policy-config.yaml.") for name in backups)
+
+
+def test_side_effect_a_later_drop_in_with_its_own_execstart_was_refused_then_kept_once_renamed(host):
+    """side_effect.yml case 5: 95-user-verbosity.conf (ExecStart without --config) made the role refuse in check
+    mode and in two runs, naming the file, changing nothing; renamed to 50-, its --v=4 ran with our config."""
+    import json
+
+    evidence = json.loads(host.file("/root/kgn-side-effect.json").content_string)
+    refusals = evidence["refusals"]
+    assert [r["check_mode"] for r in refusals] == [True, False, False]
+    assert not any(r["changed"] for r in refusals)
+    for refusal in refusals:
+        assert refusal["msg"].startswith("/etc/systemd/system/kube-scheduler.service.d/95-user-verbosity.conf sets "
+                                         "ExecStart= and sorts after this project's drop-in")
+        assert f"without --config={CONFIG}" in refusal["msg"]
+    assert evidence["user_dropin_run"][-2:] == ["--v=4", f"--config={CONFIG}"]
+    assert not host.file("/etc/systemd/system/kube-scheduler.service.d/95-user-verbosity.conf").exists

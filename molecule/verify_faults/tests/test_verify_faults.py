@@ -151,7 +151,9 @@ def test_kgn_run_wrapper_keeps_runner_artifacts_and_report_in_check_mode():
     assert list((artifacts / "job_events").glob("*.json")), "no job events kept"
     assert "PLAY RECAP" in (artifacts / "stdout").read_text()
     assert (out / "summary.txt").read_text().split()[:3] == ["verify", "rc=0", "status=successful"]
-    report = json.loads((out / "reports" / "latest" / "report.json").read_text())
+    # a check-mode run's report has its own folder; latest stays the last real run's
+    assert not (out / "reports" / "latest").exists()
+    report = json.loads((out / "reports" / "latest-check" / "report.json").read_text())
     assert report["meta"]["check_mode"] in (True, "True", "true")
     assert {row["host"] for row in report["rows"]} == {DOCKER, CONTAINERD, CP}
 
@@ -202,7 +204,7 @@ def test_the_upgrade_playbook_refuses_the_adopted_driver_and_does_not_cordon():
     out = " ".join((done.stdout + done.stderr).split())
     assert done.returncode != 0, out[-3000:]
     assert "that no package of ours owns" in out and "site.yml adopts it (keeps it as it is)" in out, out[-3000:]
-    assert "Cordon the node" not in out
+    assert "Cordon and drain the node" not in out
 
 
 def test_cuda_is_checked_against_the_adopted_driver():

@@ -4,6 +4,7 @@ another NVIDIA device plugin already runs in the cluster."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,11 @@ OLD_EXTENDER = _object("apps/v1", "Deployment", "gpushare-schd-extender")
 FOREIGN = _object("apps/v1", "DaemonSet", "nvidia-gpu-device-plugin", labels={"k8s-app": "nvidia-gpu-device-plugin"},
                   spec={"template": {"spec": {"containers": [
                       {"name": "nvidia-gpu-device-plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.14.1"}]}}})
+# discovery of a 1.30 cluster without DRA (resource.k8s.io is beta and off before 1.34)
+APIS = json.dumps({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+    {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}]},
+    {"name": "admissionregistration.k8s.io",
+     "versions": [{"groupVersion": "admissionregistration.k8s.io/v1", "version": "v1"}]}]})
 NO_OPERATOR = answer(rc=1, stderr='error: the server doesn\'t have a resource type "clusterpolicies"\n')
 
 
@@ -62,6 +68,7 @@ def _ready(listed, dry_run, daemonsets=()):
     suffix = " (server dry run)" if dry_run else ""
     return [
         {"match": ["get", "--raw", "/readyz"], "answers": [answer("ok")]},
+        {"match": ["get", "--raw", "/apis"], "answers": [answer(APIS)]},
         {"match": ["get", "-l", "app.kubernetes.io/managed-by=kube-gpu-nodes"], "answers": listed},
         {"match": ["get", "daemonsets.apps", "--all-namespaces"], "answers": [answer(items(*daemonsets))]},
         {"match": ["get", "clusterpolicies.nvidia.com"], "answers": [NO_OPERATOR]},
@@ -200,3 +207,20 @@ def test_adopt_applies_nothing_of_ours_for_the_resource_and_says_what_is_kept(se
     assert not [a for a in argvs if a[0] == "apply"] and not (stacks / DS).exists()
     # ours, deployed by an earlier run, goes; theirs is never deleted
     assert [a[1] for a in argvs if a[0] == "delete"] == ["daemonset.apps/nvidia-device-plugin-daemonset"]
+
+
+def test_dra_on_1_33_without_the_beta_api_served_is_refused_before_any_change(setup, tmp_path):
+    """The version the role rendered (v1beta2 on 1.33) is checked against the API server's discovery."""
+    dra_files = {"nvidia_dra/device-classes.yml": "", "nvidia_dra/rbac-kubelet-plugin.yml": "",
+                 "nvidia_dra/admission-policy.yml": "", "nvidia_dra/kubelet-plugin.yml": ""}
+    args, stacks, bin_dir = setup(_ready([answer(items())], False),
+                                  settings={"kubernetes_version": "1.33.5", "stacks": ["nvidia_dra"],
+                                            "dra_compute_domains": False, "manifest_dir": str(tmp_path / "stacks")},
+                                  manifests=dra_files)
+    result = run_module("k8s_manifests", args)
+    assert result["status"] == "FAILED!", result
+    assert "needs the beta API resource.k8s.io/v1beta2, which this API server does not serve" in result["msg"]
+    assert "--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true on kube-apiserver" \
+        in result["msg"]
+    assert not [c for c in calls(bin_dir) if c["argv"][0] in ("apply", "delete")]
+    assert not (stacks / "nvidia_dra").exists()

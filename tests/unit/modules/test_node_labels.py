@@ -94,3 +94,58 @@ def test_render_writes_each_nodes_patch_without_kubectl(tmp_path):
     assert recorded == {}  # the recorded node already has them: nothing to send
     assert not (tmp_path / "out/gpu1/etc").exists()  # labels go to the API: no file on the node
     assert result["nodes"]["gpu1"]["status"] == "rendered" and calls(tmp_path / "bin") == []
+
+
+# --- one node per call (the role's way): the node records its facts, says what changed, fails alone ------------
+ONE = {"gpu1": {"stacks": ["gpushare"], "gpu_facts": NO_GPU, "require_gpu": False}}
+
+
+def _one(tmp_path, rules, **over):
+    return _args(tmp_path, rules, nodes=ONE, **over)
+
+
+def test_one_node_is_read_by_name_and_records_its_facts(tmp_path):
+    rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(_node("gpu1"))),
+                                                              answer(json.dumps(_node("gpu1", DONE)))]},
+             {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
+    result = run_module("node_labels", _one(tmp_path, rules))
+    assert result["status"] == "CHANGED", result
+    argvs = [c["argv"] for c in calls(tmp_path / "bin")]
+    assert argvs[0] == ["get", "nodes", "gpu1", "--ignore-not-found", "--output=json"]
+    facts = result["ansible_facts"]
+    assert facts["kgn_observed_node_labels"]["labels"]["gpushare"] == "true"
+    state = facts["kgn_state_node_labels"]
+    assert state["changed"] is True and state["repaired"] == []
+    # the first labelling of a node is a change, not a repair
+    assert state["changes"] == ["labels of node gpu1: set gpushare=true, nvidia.com/gpu.present=false"]
+
+
+def test_labels_this_project_set_and_someone_removed_are_a_repair(tmp_path):
+    before = _node("gpu1", DONE)
+    before["metadata"]["labels"].pop("gpushare")
+    rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(before)),
+                                                              answer(json.dumps(_node("gpu1", DONE)))]},
+             {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
+    result = run_module("node_labels", _one(tmp_path, rules))
+    state = result["ansible_facts"]["kgn_state_node_labels"]
+    assert state["repaired"] == ["labels of node gpu1 corrected: gpushare=true (changed since this project set them)"]
+    assert state["changes"] == []
+    assert result["repaired"] == state["repaired"]  # the module says it too (a warning in the run's output)
+
+
+def test_one_node_the_api_does_not_know_is_said_and_not_a_failure(tmp_path):
+    rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer("")]}]
+    result = run_module("node_labels", _one(tmp_path, rules))
+    assert result["status"] == "SUCCESS"
+    assert result["nodes"]["gpu1"]["status"] == "not registered"
+    assert result["nodes"]["gpu1"]["say"][0].startswith("NOT LABELLED: gpu1")
+    assert result["ansible_facts"]["kgn_observed_node_labels"]["registered"] is False
+
+
+def test_one_node_whose_stacks_its_gpus_cannot_run_fails_alone(tmp_path):
+    nodes = {"gpu1": {"stacks": ["gpushare", "nano_gpu"], "gpu_facts": NO_GPU, "require_gpu": False}}
+    rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(_node("gpu1")))]}]
+    result = run_module("node_labels", _args(tmp_path, rules, nodes=nodes))
+    assert result["status"] == "FAILED!"
+    assert "Nothing was changed on gpu1" in result["msg"] and "both claim every GPU" in result["msg"]
+    assert not [c for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]

@@ -1,64 +1,28 @@
-"""The API side, pure: api_nodes (one node list per API host), api_host (which host runs kubectl for a host),
-node_list and api_objects (what the modules read of kubectl's answers)."""
+"""The API side, pure: api_host (which host runs kubectl for a host) and kube_api (where to delegate, with which
+kubeconfig), the cluster a control plane belongs to, node_list, api_objects, slim and pods_using (what the modules
+read of kubectl's answers)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_host, api_nodes, api_objects, node_list
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import (
+    api_host,
+    api_objects,
+    cluster_failures,
+    cluster_members,
+    node_list,
+    pods_using,
+    slim,
+)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG, kube_api, kube_api_targets
 
 NODE = {
     "metadata": {"name": "gpu-1", "labels": {"a": "1"}, "annotations": {"kube-gpu-nodes.io/managed-labels": "a"}},
     "status": {"allocatable": {"nvidia.com/gpu": "8"}, "capacity": {"nvidia.com/gpu": "8"}},
 }
-
-
-def answer(host: str, rc: int = 0, stdout: str = "", **over) -> dict:
-    return {"item": {"host": host, "kubectl": "kubectl"}, "rc": rc, "stdout": stdout, "stderr": ""} | over
-
-
-def test_indexes_each_node_by_api_host_and_name():
-    listed = {"results": [answer("cp1", stdout=json.dumps({"items": [NODE, {"metadata": {"name": "cpu-1"}}]}))]}
-    index = api_nodes(listed)
-    assert index["cp1"]["ok"] is True and index["cp1"]["error"] == ""
-    assert index["cp1"]["nodes"]["gpu-1"] == {
-        "labels": {"a": "1"},
-        "annotations": {"kube-gpu-nodes.io/managed-labels": "a"},
-        "allocatable": {"nvidia.com/gpu": "8"},
-        "capacity": {"nvidia.com/gpu": "8"},
-    }
-    assert index["cp1"]["nodes"]["cpu-1"] == {"labels": {}, "annotations": {}, "allocatable": {}, "capacity": {}}
-
-
-def test_only_the_asked_fields_are_kept():
-    listed = [answer("cp1", stdout=json.dumps({"items": [NODE]}))]
-    assert api_nodes(listed, ["labels"])["cp1"]["nodes"]["gpu-1"] == {"labels": {"a": "1"}}
-    with pytest.raises(KgnError, match="fields"):
-        api_nodes(listed, ["spec"])
-
-
-def test_a_failed_or_unreachable_api_host_keeps_its_first_error_line():
-    listed = {"results": [
-        answer("cp1", rc=1, stderr="The connection to the server was refused\nmore detail"),
-        {"item": {"host": "cp2"}, "unreachable": True, "msg": "ssh: connect to host cp2 port 22: timed out"},
-        answer("cp3", stdout="not json"),
-    ]}
-    index = api_nodes(listed)
-    assert index["cp1"] == {"ok": False, "error": "The connection to the server was refused", "nodes": {}}
-    assert index["cp2"]["ok"] is False and "timed out" in index["cp2"]["error"]
-    assert index["cp3"]["ok"] is False and "did not answer with a node list" in index["cp3"]["error"]
-
-
-def test_skipped_results_are_left_out_and_a_plain_list_is_accepted():
-    assert api_nodes([{"item": {"host": "cp1"}, "skipped": True}]) == {}
-
-
-@pytest.mark.parametrize("bad", ["text", {"results": [{"rc": 0}]}, {"results": [{"item": ["cp1"]}]}])
-def test_input_that_is_not_a_looped_register_is_refused(bad):
-    with pytest.raises(KgnError, match="api_nodes"):
-        api_nodes(bad)
 
 
 # The lab's shape: two clusters in one inventory, each in its own group, plus a parent group spanning both.
@@ -149,6 +113,55 @@ def test_answers_that_are_not_object_lists_are_refused(answer):
         api_objects(answer)
 
 
-def test_the_loop_item_may_be_the_api_host_itself():
-    answer = {"results": [{"item": "cp1", "rc": 0, "stdout": '{"items": []}'}]}
-    assert api_nodes(answer) == {"cp1": {"ok": True, "error": "", "nodes": {}}}
+def test_kube_api_decides_what_an_empty_api_host_means_and_the_kubeconfig():
+    assert kube_api("gpu-a", GROUPS, {}) == {"host": "cp-a", "delegate_to": "cp-a", "kubeconfig": DEFAULT_KUBECONFIG,
+                                             "where": "kubectl on cp-a"}
+    managed = {"all": ["gpu-a"], "gpu_nodes": ["gpu-a"]}
+    assert kube_api("gpu-a", managed, {"gpu-a": {"kube_api_kubeconfig": "/home/ci/.kube/config"}}) == {
+        "host": "", "delegate_to": "localhost", "kubeconfig": "/home/ci/.kube/config",
+        "where": "kubectl on the control machine"}
+    # a role's own setting wins, "" included (the control machine)
+    assert kube_api("gpu-a", GROUPS, {}, "", "/k")["delegate_to"] == "localhost"
+    assert kube_api("gpu-a", GROUPS, {}, "cp-b", "")["kubeconfig"] == DEFAULT_KUBECONFIG
+    with pytest.raises(KgnError, match="API host of gpu-a"):
+        kube_api("gpu-a", GROUPS, {}, ["cp-a"])
+
+
+def test_kube_api_targets_are_each_api_server_once_with_a_roles_inventory_setting():
+    hostvars = {"gpu-b": {"gpu_node_verify_kubeconfig": "/b.conf"}, "cp-b": {}}
+    targets = kube_api_targets(["gpu-a", "cp-a", "gpu-b", "cp-b"], GROUPS, hostvars, "gpu_node_verify")
+    assert [(t["host"], t["kubeconfig"]) for t in targets] == [("cp-a", DEFAULT_KUBECONFIG), ("cp-b", "/b.conf"),
+                                                               ("cp-b", DEFAULT_KUBECONFIG)]
+
+
+def test_a_control_planes_cluster_and_the_peers_that_failed_in_a_play():
+    groups = dict(GROUPS, kube_control_plane=["cp-a", "cp-a2", "cp-b"], cluster_a=["cp-a", "cp-a2", "gpu-a"])
+    assert cluster_members("cp-a2", groups) == ["cp-a", "cp-a2", "gpu-a"]
+    failed = {"cp-a": {"kgn_run_failure": {"play": "Point kube-scheduler", "msg": "did not come back"}},
+              "cp-b": {"kgn_run_failure": {"play": "Point kube-scheduler"}}, "cp-a2": {}}
+    assert cluster_failures("cp-a2", groups, failed, "Point kube-scheduler") == ["cp-a"]
+    assert cluster_failures("cp-a2", groups, failed, "Deploy the stacks") == []
+    assert cluster_failures("cp-b", groups, failed, "Point kube-scheduler") == []  # its own failure is not a peer's
+    lone = {"all": ["cp-1", "cp-2"], "kube_control_plane": ["cp-1", "cp-2"]}
+    assert cluster_failures("cp-2", lone, {"cp-1": failed["cp-a"], "cp-2": {}}, "Point kube-scheduler") == ["cp-1"]
+
+
+def test_slim_leaves_out_what_no_check_reads():
+    node = {"kind": "Node", "metadata": {"name": "n", "managedFields": [{}], "annotations": {
+        "kubectl.kubernetes.io/last-applied-configuration": "{}", "kept": "1"}},
+        "status": {"images": [{"names": ["x"]}], "allocatable": {"nvidia.com/gpu": "1"}}}
+    assert slim(node) == {"kind": "Node", "metadata": {"name": "n", "annotations": {"kept": "1"}},
+                          "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
+    assert node["metadata"]["managedFields"] == [{}]  # the answer itself is left as it is
+
+
+def test_pods_using_a_resource_prefix():
+    pods = {"items": [
+        {"metadata": {"namespace": "ml", "name": "train"}, "spec": {"containers": [
+            {"resources": {"limits": {"nvidia.com/mig-1g.5gb": 1}}}]}},
+        {"metadata": {"namespace": "ml", "name": "done"}, "status": {"phase": "Succeeded"},
+         "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+        {"metadata": {"namespace": "web", "name": "nginx"}, "spec": {"containers": [{}]}}]}
+    assert pods_using(pods, "nvidia.com/") == ["ml/train"]
+    with pytest.raises(KgnError, match="JSON"):
+        pods_using("error: not json")

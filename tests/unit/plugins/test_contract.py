@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from ansible_collections.kgn.gpu_nodes.plugins.filter.inventory import inventory_problems
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract
 
@@ -35,6 +38,14 @@ def problems(**hosts):
 def test_bad_contract_values_are_refused(name, value, says):
     found = problems(node={**GOOD, name: value})
     assert any(says in line for line in found), found
+
+
+def test_a_newer_minor_is_refused_unless_the_inventory_opts_in():
+    found = problems(node={**GOOD, "kubernetes_version": "1.38.1"})
+    assert any("newer than 1.37" in line and "kubernetes_version_allow_newer: true" in line for line in found), found
+    assert problems(node={**GOOD, "kubernetes_version": "1.38.1", "kubernetes_version_allow_newer": True}) == []
+    found = problems(node={**GOOD, "kubernetes_version_allow_newer": "yes"})
+    assert any("kubernetes_version_allow_newer is 'yes'; write true or false" in line for line in found), found
 
 
 def test_kubernetes_version_is_required():
@@ -86,3 +97,64 @@ def test_a_good_inventory_has_no_problem():
 )
 def test_near(a, b, near):
     assert contract.near(a, b) is near
+
+
+def _role_specs():
+    """Every role's own meta/argument_specs.yml, as playbooks/validate.yml passes them."""
+    roles = Path(__file__).resolve().parents[3] / "roles"
+    return {spec.parents[1].name: yaml.safe_load(spec.read_text())
+            for spec in roles.glob("*/meta/argument_specs.yml")}
+
+
+def test_every_input_check_names_a_role_input():
+    inputs = {name for doc in _role_specs().values() for name in doc["argument_specs"]["main"]["options"]}
+    assert set(contract.INPUT_CHECKS) <= inputs, set(contract.INPUT_CHECKS) - inputs
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("gpu_node_labels_extra", {"team": "$(touch /tmp/pwned)"}, "is not a valid label value"),
+        ("gpu_node_labels_extra", {"bad key!": "x"}, "is not a valid Kubernetes label key"),
+        ("gpu_node_labels_extra", {"k8s.io/x": "y"}, "reserved for Kubernetes core components"),
+        ("gpu_node_labels_extra", {"topology.kubernetes.io/zone": "a"}, "uses the prefix topology.kubernetes.io/"),
+        ("gpu_node_labels_extra", {"kube-gpu-nodes.io/managed-labels": "a"}, "this project's own bookkeeping"),
+        ("gpu_node_labels_node_name", "Node_1", "RFC 1123"),
+        ("gpu_sharing_stacks_namespace", "kube_system", "a namespace is lower-case"),
+        ("kube_scheduler_extender_node_ip", "10.0.0", "write the node's IP address"),
+        ("nvidia_driver_version", "latest", "write NVIDIA's version"),
+        ("cuda_toolkit_version", "twelve", "is not a version"),
+        ("gpu_sharing_stacks_kubernetes_version", "1.12.0", "outside the supported range"),
+        ("gpu_sharing_stacks_images", {"device_plugin": "nvcr.io/x y"}, "write an image reference"),
+    ],
+)
+def test_free_form_role_inputs_are_checked_in_the_first_play(name, value, says):
+    found = inventory_problems({"all": ["node"], "kube_control_plane": [], "gpu_nodes": ["node"]},
+                               {"node": {**GOOD, name: value}}, _role_specs())
+    assert any(says in line for line in found), found
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("gpu_node_labels_extra", {"node-role.kubernetes.io/gpu": "", "example.com/team": "ml", "team": "a.b-c_d"}),
+        ("gpu_node_labels_node_name", "gpu-01.example.com"),
+        ("kube_scheduler_extender_node_ip", ""),
+        ("kube_scheduler_extender_node_ip", "fd00::1"),
+        ("nvidia_driver_version", "550.163.01"),
+        ("cuda_toolkit_version", "12.4"),
+    ],
+)
+def test_good_free_form_role_inputs_pass(name, value):
+    assert inventory_problems({"all": ["node"], "kube_control_plane": [], "gpu_nodes": ["node"]},
+                              {"node": {**GOOD, name: value}}, _role_specs()) == []
+
+
+def test_hosts_with_picks_a_plays_hosts_by_a_variable_and_knows_no_hostvars_in_a_syntax_check():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.contract import hosts_with
+
+    hostvars = {"g1": {"nvidia_mig_layout": "all-balanced"}, "g2": {"nvidia_mig_layout": ""}, "g3": {}}
+    assert hosts_with(["g1", "g2", "g3"], hostvars, "nvidia_mig_layout") == ["g1"]
+    assert hosts_with(["g1", "g2", "g3"], hostvars, "nvidia_mig_layout", False) == ["g2", "g3"]
+    # the first play of a run is templated before Ansible defines hostvars: every host, the play's tasks decide
+    assert hosts_with(["g1", "g2"], None, "nvidia_mig_layout") == ["g1", "g2"]

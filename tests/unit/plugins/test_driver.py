@@ -652,7 +652,7 @@ def test_apt_fresh_install_sequence(quiet_node):
     run.kernel_side()
     run.persistenced()
     run.request_reboot()
-    apt = [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] != "showhold"]
+    apt = [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] not in ("showhold", "check")]
     assert apt[0] == ["apt-get", "update", "-q"]
     assert apt[1][:5] == ["apt-get", "-o", "Debug::NoLocking=1", "install", "--assume-no"]
     install = apt[2]
@@ -703,8 +703,8 @@ def test_apt_no_op_runs_nothing_that_changes(quiet_node, monkeypatch):
     run.kernel_side()
     run.persistenced()
     assert not run.changed
-    assert [c for c in fake.calls if c[0] in ("apt-get", "apt-mark")] == []
-    assert fake.commands("dpkg") == [["dpkg", "--verify", *sorted(versions)]]
+    assert [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] != "check"] == []  # check only reads
+    assert [c for c in fake.commands("dpkg") if c[1] != "--audit"] == [["dpkg", "--verify", *sorted(versions)]]
 
 
 def test_apt_repair_reinstalls_at_the_installed_version(quiet_node):
@@ -886,3 +886,25 @@ def test_cuda_repo_writes_its_own_source_when_none_enables_the_repository(text):
 def test_our_own_cuda_source_is_not_taken_for_a_foreign_one():
     ours = {kd.FILES["cuda_sources"]: f"Types: deb\nURIs: {CUDA_2204}/\nSuites: /\n"}
     assert kd.foreign_cuda_source(ours, CUDA_2204) == ""
+
+
+def test_apt_an_interrupted_dpkg_of_the_driver_is_finished_first_and_said(quiet_node):
+    """The shared package-health repair (module_utils/pkghealth.py) runs before anything else apt does."""
+    stack = {"nvidia-driver": BOOKWORM[0], "nvidia-smi": BOOKWORM[0]}
+    fake = FakeModule({
+        ("dpkg-query", "-W", "-f", "${db:Status-Abbrev}|${Package}|${Version}\n"): lambda f: (
+            0, "" if f.ran("dpkg", "--configure") else f"iU |nvidia-smi|{BOOKWORM[0]}\n", ""),
+        ("dpkg", "--audit"): lambda f: (0, "" if f.ran("dpkg", "--configure") else " nvidia-smi NVIDIA\n", ""),
+        ("apt-get", "check"): lambda f: (0 if f.ran("dpkg", "--configure") else 100, "",
+                                         "E: dpkg was interrupted, you must manually run 'dpkg --configure -a'"),
+        ("dpkg-query", "-W"): (0, _dpkg_rows(stack), ""),
+        ("apt-cache", "madison"): (0, f" nvidia-driver | {BOOKWORM[0]} | x\n", ""),
+        ("apt-get", "install", "-y"): (0, "Unpacking x\n", "")})
+    observed = node(packages={"installed": BOOKWORM[0], "held": [], "stack": sorted(stack),
+                              "present": [f"{n}={v}" for n, v in stack.items()]})
+    run = mod.Run(fake, INPUTS, observed, kd.driver_plan(INPUTS, observed))
+    run.apply_apt()
+    assert fake.calls.index(["dpkg", "--configure", "-a"]) < min(
+        i for i, c in enumerate(fake.calls) if c[:2] in (["apt-get", "update"], ["apt-get", "install"]))
+    assert any("unpacked but not configured" in r and "dpkg --configure -a" in r for r in run.repaired)
+    assert "dpkg --configure -a (finish the interrupted dpkg)" in run.actions

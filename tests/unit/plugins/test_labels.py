@@ -388,3 +388,17 @@ def test_a_render_with_the_recorded_node_sends_only_what_differs():
 def test_labels_plan_refuses_malformed_input(inputs, observed, message):
     with pytest.raises(KgnError, match=message):
         labels_plan(inputs, observed)
+
+
+def test_the_runtime_mode_is_a_label_when_known():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels as lab
+
+    plan = lab.labels_plan({"nodes": {"n1": {"runtime_mode": "cdi"}, "n2": {}}},
+                           {"reachable": True, "nodes": {"n1": {"labels": {}}, "n2": {"labels": {
+                               lab.RUNTIME_MODE_LABEL: "legacy"}, "annotations": {
+                               lab.MANAGED_ANNOTATION: lab.RUNTIME_MODE_LABEL}}}})
+    assert plan["nodes"]["n1"]["desired"][lab.RUNTIME_MODE_LABEL] == "cdi"
+    assert plan["nodes"]["n2"]["desired"][lab.RUNTIME_MODE_LABEL] == "legacy"  # not known this run: kept
+    refused = lab.labels_plan({"nodes": {"n1": {"runtime_mode": "jit-cdi"}}}, {"reachable": True, "nodes": {}})
+    assert refused["nodes"]["n1"]["status"] == "refused"
+    assert "runtime mode is 'jit-cdi'" in refused["nodes"]["n1"]["reason"]

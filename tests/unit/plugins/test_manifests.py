@@ -85,8 +85,8 @@ def test_bad_kubernetes_versions_are_refused(value, message):
 @pytest.mark.parametrize(
     ("version", "release", "expected"),
     [
-        ("1.30.4", None, ("v0.17.4", "deployments/static/nvidia-device-plugin.yml", True, True, "v0.12")),
-        ("1.16.15", None, ("v0.17.4", "deployments/static/nvidia-device-plugin.yml", True, True, "v0.12")),
+        ("1.30.4", None, ("v0.20.0", "deployments/static/nvidia-device-plugin.yml", True, True, "v0.12")),
+        ("1.16.15", None, ("v0.20.0", "deployments/static/nvidia-device-plugin.yml", True, True, "v0.12")),
         ("1.23.1", "v0.10.0", ("v0.10.0", "nvidia-device-plugin.yml", False, False, "v0.9")),
         ("1.23.1", "v0.12.0", ("v0.12.0", "nvidia-device-plugin.yml", True, False, "v0.12")),
         ("1.23.1", "v0.15.0", ("v0.15.0", "deployments/static/nvidia-device-plugin.yml", True, True, "v0.12")),
@@ -105,14 +105,14 @@ def test_device_plugin_release_layout_and_sharing_support(version, release, expe
 def test_device_plugin_registry_mirror():
     assert (
         device_plugin("1.30.0", None, "mirror.local:5000/nvidia/")["image"]
-        == "mirror.local:5000/nvidia/k8s-device-plugin:v0.17.4"
+        == "mirror.local:5000/nvidia/k8s-device-plugin:v0.20.0"
     )
 
 
 @pytest.mark.parametrize(
     ("version", "release", "message"),
     [
-        ("1.30.0", "0.17.4", "not a tag like 'v0.17.4'"),
+        ("1.30.0", "0.17.4", "not a tag like 'v0.20.0'"),
         ("1.30.0", "v0.8.0", "older than v0.9.0"),
         ("1.15.0", "v0.14.5", "outside the supported range"),
     ],

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 
-import ansible_collections.kgn.gpu_nodes.plugins.filter.diagnose as d
-import ansible_collections.kgn.gpu_nodes.plugins.filter.report as r
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks as c
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, verify
-from test_diagnose import CATALOG, NODE_EXPECTED, node
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import report as r
+from test_checks import NODE_EXPECTED, node
 
 GPUS = [{"index": i, "pci_bus_id": f"00000000:{i:02d}:00.0", "product_name": "NVIDIA A100-PCIE-40GB",
          "memory_total_mib": 40960, "mig_current": "Disabled", "mig_pending": "Disabled", "mig_devices": [],
@@ -29,8 +29,8 @@ def _judge(state, layout=LAYOUT):
     probe = {"gpu_node": True}
     observed["mig"] = verify.verify_observed(probe, {"nvidia_mig": state} if state else {})["mig"]
     expected = dict(copy.deepcopy(NODE_EXPECTED), mig_layout=layout)
-    checks = d.diagnose(d.verify_checks(observed, expected), CATALOG)
-    row = r.report_row(observed, expected, checks, d.verify_verdict(checks))
+    checks = c.diagnose(c.run_checks(observed, expected))
+    row = r.report_row(observed, expected, checks, c.verdict(checks))
     return {c["id"]: c for c in checks}, row
 
 

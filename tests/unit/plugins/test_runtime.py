@@ -447,7 +447,8 @@ def test_containerd_v2_config_on_containerd_2_keeps_v2_paths():
         ({"version": 2, "disabled_plugins": ["io.containerd.grpc.v1.cri"]}, "1.7.0", "CRI plugin is off"),
         ({"plugins": {"cri": {}}}, "1.6.20", "no 'version' key"),
         ({"version": 3}, "1.7.24", "containerd is 1.x"),
-        ({"version": 7}, "1.7.24", "knows 1, 2 and 3"),
+        ({"version": 7}, "1.7.24", "knows 1 to 4"),
+        ({"version": 4}, "2.2.1", "older than 2.3"),
         ({}, "1.2.0", "older than 1.3"),
     ],
 )

@@ -14,7 +14,8 @@ INPUTS = {"engine": "auto", "kubernetes_version": "1.30.4", "set_default": True,
           "docker_runtime_path": "nvidia-container-runtime", "docker_runtime_args": [],
           "containerd_config": "/etc/containerd/config.toml",
           "containerd_dropin": "/etc/containerd/conf.d/99-nvidia.toml",
-          "crio_config": "/etc/crio/crio.conf", "crio_dropin": "/etc/crio/crio.conf.d/99-nvidia.conf"}
+          "crio_config": "/etc/crio/crio.conf", "crio_dropin": "/etc/crio/crio.conf.d/99-nvidia.conf",
+          "mode": "auto", "toolkit_version": "1.20.0"}
 DROPIN = INPUTS["containerd_dropin"]
 
 
@@ -23,7 +24,7 @@ def plan(observed, **inputs):
 
 
 def test_docker_keeps_the_users_keys_and_order():
-    observed = {"versions": {"docker": "20.10.24"}, "cri_dockerd": False,
+    observed = {"versions": {"docker": "20.10.24"}, "cri_dockerd": False, "toolkit_default": "",
                 "files": {"/etc/docker/daemon.json": '{"log-driver": "json-file", "data-root": "/srv/docker"}'}}
     result = plan(observed, kubernetes_version="1.23.1")
     assert result["engine"] == "docker" and result["remove"] == [] and result["assumed"] == []
@@ -47,7 +48,8 @@ def test_a_switch_back_to_docker_removes_our_containerd_dropin_and_its_import():
 
 def test_containerd_starts_from_the_builtin_default_when_config_toml_is_missing():
     default = 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "runc"\n'
-    observed = {"versions": {"containerd": "1.7.24"}, "files": {}, "containerd_default": default}
+    observed = {"versions": {"containerd": "1.7.24"}, "files": {}, "containerd_default": default,
+                "toolkit_default": "[nvidia-container-runtime]\nmode = \"auto\"\n"}
     result = plan(observed)
     assert result["engine"] == "containerd" and result["cri_plugin"] == "io.containerd.grpc.v1.cri"
     paths = [f["path"] for f in result["files"]]
@@ -94,3 +96,19 @@ def test_a_file_with_bytes_that_are_not_utf8_is_never_parsed_merged_or_written_b
     text = b'{"log-driver": "json-file", "label": "caf\xe9"}'.decode("utf-8", "replace")  # as host.read gives it
     with pytest.raises(KgnError, match=r"/etc/x is not UTF-8 text \(character 42 .*left as it is"):
         parse(text, "/etc/x")
+
+
+def test_cdi_refresh_uses_the_toolkits_units_or_our_own():
+    observed = {"versions": {"containerd": "2.1.9"}, "files": {}, "toolkit_default": ""}
+    toolkit = plan({**observed, "cdi_refresh_unit": True})
+    assert toolkit["runtime_mode"] == "cdi" and toolkit["cdi"]["refresh"]["unit"] == "nvidia-cdi-refresh.path"
+    env = next(f for f in toolkit["toolkit_files"] if f["path"] == runtime.REFRESH_ENV)
+    assert env["content"].endswith("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.json\n")
+    own = plan({**observed, "cdi_refresh_unit": False}, mode="cdi", toolkit_version="1.14.6")
+    assert own["cdi"]["refresh"]["unit"] == "kgn-cdi-refresh.path"
+    assert "--output=/var/run/cdi/nvidia.json" in own["toolkit_files"][1]["content"]
+    # not observed (a render): the toolkit ships its units from 1.18
+    assert plan(observed)["cdi"]["refresh"]["unit"] == "nvidia-cdi-refresh.path"
+    legacy = plan({"versions": {"containerd": "1.6.20"}, "files": {}, "toolkit_default": ""})
+    assert legacy["runtime_mode"] == "legacy" and legacy["cdi"] is None
+    assert [f["path"] for f in legacy["toolkit_files"]] == ["/etc/nvidia-container-runtime/config.toml"]

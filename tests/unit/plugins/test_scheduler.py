@@ -37,7 +37,7 @@ EXPECTED = {
     26: ("v1", ["v1beta2", "v1beta3", "v1"]),
     27: ("v1", ["v1beta2", "v1beta3", "v1"]),
     28: ("v1", ["v1beta3", "v1"]),
-    **{m: ("v1", ["v1"]) for m in range(29, 37)},
+    **{m: ("v1", ["v1"]) for m in range(29, 38)},  # to 1.37 [KS-1.37]
 }
 
 # The kubeasz reference cluster (docs/field-notes.md): Kubernetes 1.23.1, a v1beta2 file.
@@ -140,10 +140,41 @@ def test_variant_returns_plain_types_only():
     assert all(walk(variant(f"1.{m}")) for m in EXPECTED)
 
 
-@pytest.mark.parametrize("given", ["1.15.12", "1.12", "1.37.0", "2.0", "0.9"])
+@pytest.mark.parametrize("given", ["1.15.12", "1.12", "2.0", "0.9"])
 def test_variant_outside_supported_range_names_the_range(given):
-    with pytest.raises(AnsibleFilterError, match=r"outside the supported range 1\.16-1\.36"):
+    with pytest.raises(AnsibleFilterError, match=r"outside the supported range 1\.16-1\.37"):
         variant(given)
+
+
+@pytest.mark.parametrize("given", ["1.38.0", "v1.38.2", "1.40"])
+def test_a_newer_minor_is_refused_naming_the_newest_known_and_the_choices(given):
+    with pytest.raises(AnsibleFilterError) as err:
+        variant(given)
+    message = " ".join(str(err.value).split())
+    assert "is newer than 1.37, the newest release this version of kube-gpu-nodes knows" in message
+    assert "update kube-gpu-nodes" in message and "set kubernetes_version_allow_newer: true" in message
+    assert "run it with the 1.37 variant" in message
+
+
+@pytest.mark.parametrize("given", ["1.38.0", "1.41.2"])
+def test_the_opt_in_runs_a_newer_minor_with_the_newest_known_variant_and_says_so(given):
+    result = variant(given, True)
+    newest = variant("1.37.0")
+    assert result["newer_than_known"] is True and newest["newer_than_known"] is False
+    assert result["kubernetes_minor"] == f"1.{given.split('.')[1]}" and result["variant_minor"] == "1.37"
+    assert {k: v for k, v in result.items() if k not in ("kubernetes_minor", "newer_than_known", "note")} == {
+        k: v for k, v in newest.items() if k not in ("kubernetes_minor", "newer_than_known", "note")}
+    assert "newer than 1.37" in result["note"] and "kubernetes_version_allow_newer" in result["note"]
+    assert config(given, [gpushare()], "/k", None, False, None, True) == config("1.37.0", [gpushare()], "/k")
+
+
+def test_the_opt_in_changes_nothing_for_a_known_minor_and_must_be_a_boolean():
+    assert variant("1.30.1", True) == variant("1.30.1")
+    assert variant("1.30.1")["note"] == "" and variant("1.30.1")["variant_minor"] == "1.30"
+    with pytest.raises(AnsibleFilterError, match=r"allow_newer .* must be true or false"):
+        variant("1.38.0", "yes")
+    with pytest.raises(AnsibleFilterError, match="outside the supported range"):
+        variant("1.15.0", True)  # older releases stay refused
 
 
 @pytest.mark.parametrize(
@@ -488,7 +519,7 @@ def test_binder_in_existing_plus_new_binder_is_refused():
         config("1.23", [gpushare()], "/k", existing)
 
 
-@pytest.mark.parametrize("given", ["1.15", "1.37", "latest"])
+@pytest.mark.parametrize("given", ["1.15", "1.38", "latest"])
 def test_config_checks_the_version_first(given):
     with pytest.raises(AnsibleFilterError, match="scheduler_variant"):
         config(given, [gpushare()], "/k")
@@ -523,12 +554,24 @@ def test_in_cluster_refuses_a_kubeconfig_a_policy_version_and_a_non_bool(args, m
         config(*args)
 
 
-@pytest.mark.parametrize(("version", "kept"), [("1.36.0", True), ("1.35.4", False)])
-def test_delay_cache_until_active_is_carried_from_1_36_only(version, kept):
+@pytest.mark.parametrize(("version", "kept"), [("1.28.0", True), ("1.36.0", True), ("1.27.16", False)])
+def test_delay_cache_until_active_is_carried_from_1_28_only(version, kept):
     existing = {"apiVersion": f"{G}/v1", "kind": "KubeSchedulerConfiguration", "delayCacheUntilActive": True,
                 "clientConnection": {"kubeconfig": "/etc/kubernetes/scheduler.conf"}}
     if kept:
         assert config(version, [], None, existing)["delayCacheUntilActive"] is True
     else:
-        with pytest.raises(AnsibleFilterError, match=r"sets 'delayCacheUntilActive', which .*1\.35\) does not have"):
+        with pytest.raises(AnsibleFilterError, match=r"sets 'delayCacheUntilActive', which .*1\.27\) does not have"):
             config(version, [], None, existing)
+
+
+# Extension points added to v1 after 1.25 (config/v1/types.go, type Plugins, per kubernetes-1.X.0 tag).
+@pytest.mark.parametrize(("point", "first"), [("preEnqueue", 26), ("placementGenerate", 36), ("placementScore", 36),
+                                              ("podGroupPostFilter", 37)])
+def test_an_extension_point_is_carried_from_the_minor_that_has_it(point, first):
+    existing = {"apiVersion": f"{G}/v1", "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": "/etc/kubernetes/scheduler.conf"},
+                "profiles": [{"schedulerName": "default-scheduler", "plugins": {point: {"enabled": [{"name": "X"}]}}}]}
+    assert config(f"1.{first}.0", [], None, existing)["profiles"][0]["plugins"] == {point: {"enabled": [{"name": "X"}]}}
+    with pytest.raises(AnsibleFilterError, match=rf"extension point plugins\.{point}, which .*1\.{first - 1} "):
+        config(f"1.{first - 1}.0", [], None, existing)

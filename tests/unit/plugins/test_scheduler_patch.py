@@ -145,3 +145,12 @@ def test_static_pod_switch_from_policy_to_config_leaves_one_flag_volume_and_moun
 def test_static_pod_refuses_what_is_not_a_pod():
     with pytest.raises(KgnError, match="is not a Pod"):
         patch.scheduler_static_pod({"kind": "Deployment"}, "--config", CONFIG)
+
+
+def test_the_files_that_set_execstart_are_named_in_systemds_order():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import systemd_exec_start_files
+
+    files = [("/u", "[Service]\nExecStart=/bin/a\n"), ("/d/10.conf", "[Service]\nEnvironment=A=1\n"),
+             ("/d/90.conf", "[Service]\nExecStart=\nExecStart=/bin/b \\\n  --x\n"),
+             ("/d/95.conf", "[Unit]\nExecStart=/not/service\n"), ("/d/99.conf", "[Service]\nExecStart=\n")]
+    assert systemd_exec_start_files(files) == ["/u", "/d/90.conf", "/d/99.conf"]

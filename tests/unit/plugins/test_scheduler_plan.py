@@ -1,4 +1,4 @@
-"""scheduler_plan: the kube-scheduler section of the host plan, over every Kubernetes minor 1.16-1.36 and both
+"""scheduler_plan: the kube-scheduler section of the host plan, over every Kubernetes minor 1.16-1.37 and both
 install styles, the removal when no extender is needed, the user's own config kept, the health URL from flags."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler, sc
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan import scheduler_health_url
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED
 
 plan_of = scheduler_plan.scheduler_plan
 
-MINORS = list(range(16, 37))
+MINORS = list(range(KUBERNETES_SUPPORTED[0][1], KUBERNETES_SUPPORTED[1][1] + 1))  # every supported minor
 CONFIG = "/etc/kubernetes/scheduler-policy-config.yaml"
 POLICY = "/etc/kubernetes/scheduler-policy-config.json"
 MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
@@ -334,6 +335,61 @@ def test_a_later_drop_in_of_the_admin_is_kept_in_the_rebuilt_execstart():
     plan = plan_of(inputs(), observed)
     assert plan["argv"] == [*KUBEASZ_ARGV, "--v=4", f"--config={CONFIG}"]
     assert f"ExecStart rebuilt from {UNIT} + {admin}" in plan["files"][1]["content"]
+
+
+@pytest.mark.parametrize("style", ["kubeadm", "systemd"])
+def test_a_newer_minor_is_refused_and_the_opt_in_plans_the_newest_known_variant_and_says_so(style):
+    observed = kubeadm_observed(kubeadm_text("1.38.2")) if style == "kubeadm" else systemd_observed(version="1.38.2")
+    with pytest.raises(KgnError, match=r"newer than 1\.37, the newest release .* kubernetes_version_allow_newer: true"):
+        plan_of(inputs(), observed)
+    plan = plan_of(inputs(allow_newer=True), observed)
+    known = plan_of(inputs(), kubeadm_observed(kubeadm_text("1.37.0")) if style == "kubeadm"
+                    else systemd_observed(version="1.37.0"))
+    assert plan["version"] == "1.38.2" and plan["newer_than_known"] is True and known["newer_than_known"] is False
+    assert "is newer than 1.37" in plan["version_note"] and plan["variant"]["variant_minor"] == "1.37"
+    assert plan["config"]["text"] == known["config"]["text"]  # the 1.37 document
+    with pytest.raises(KgnError, match="must be true or false"):
+        plan_of(inputs(allow_newer="yes"), observed)
+
+
+USER_95 = "/etc/systemd/system/kube-scheduler.service.d/95-user-verbosity.conf"
+
+
+def test_a_later_drop_in_that_sets_execstart_is_refused_naming_it_and_the_choices():
+    """systemd runs the command of the last file that sets ExecStart=: a 95- drop-in shadows our 90- one."""
+    observed = systemd_observed(dropins={USER_95: "[Service]\nExecStart=\nExecStart=" + " ".join(
+        [*KUBEASZ_ARGV[:-1], "--v=4"]) + "\n"})
+    with pytest.raises(KgnError) as err:
+        plan_of(inputs(), observed)
+    message = " ".join(str(err.value).split())
+    assert message.startswith(f"{USER_95} sets ExecStart= and sorts after this project's drop-in "
+                              "90-kube-gpu-nodes-scheduler-config.conf, so systemd runs its command (")
+    assert f"--v=4), without --config={CONFIG}" in message
+    assert f"move the flags you need into {UNIT} or into a drop-in that sorts before" in message
+    assert "rename it to 50-user-verbosity.conf" in message and f"remove the ExecStart lines from {USER_95}" in message
+    assert "taking the stacks that need an extender out of gpu_sharing_stacks" in message
+    # also once our drop-in is there (the file came after a run): the same refusal, nothing planned
+    configured = applied(systemd_observed(), plan_of(inputs(), systemd_observed()))
+    configured["unit"]["dropins"].append(USER_95)
+    configured["unit"]["texts"][USER_95] = observed["unit"]["texts"][USER_95]
+    with pytest.raises(KgnError, match=r"95-user-verbosity\.conf sets ExecStart="):
+        plan_of(inputs(), configured)
+
+
+def test_a_later_drop_in_without_execstart_and_an_earlier_one_with_it_are_fine():
+    later = plan_of(inputs(), systemd_observed(dropins={USER_95: "[Service]\nEnvironment=GODEBUG=x\n"}))
+    assert later["argv"] == [*KUBEASZ_ARGV, f"--config={CONFIG}"]
+    earlier = "/etc/systemd/system/kube-scheduler.service.d/50-user-verbosity.conf"
+    renamed = plan_of(inputs(), systemd_observed(dropins={earlier: "[Service]\nExecStart=\nExecStart=" + " ".join(
+        [*KUBEASZ_ARGV[:-1], "--v=4"]) + "\n"}))
+    assert renamed["argv"] == [*KUBEASZ_ARGV[:-1], "--v=4", f"--config={CONFIG}"]
+
+
+def test_going_back_to_the_installers_command_with_a_later_drop_in_is_not_refused():
+    observed = systemd_observed(dropins={USER_95: "[Service]\nExecStart=\nExecStart=/opt/kube/bin/kube-scheduler "
+                                                  "--v=4\n"})
+    plan = plan_of(inputs(stacks=[]), observed)
+    assert plan["action"] == "leave" and plan["argv"] == ["/opt/kube/bin/kube-scheduler", "--v=4"]
 
 
 # --- extender URLs ------------------------------------------------------------------------------------------------

@@ -102,7 +102,9 @@ def test_every_extender_is_accepted_by_the_scheduler_config_filter(stack, versio
 
 def test_catalog_lists_every_stack_with_selector_labels():
     catalog = stack_catalog()
-    assert tuple(catalog) == STACKS == ("nvidia_device_plugin", "gpushare", "nano_gpu", "elastic_gpu", "hami")
+    assert tuple(catalog) == STACKS == ("nvidia_device_plugin", "gpushare", "nano_gpu", "elastic_gpu", "hami",
+                                        "nvidia_dra")
+    assert catalog["nvidia_dra"]["node_labels"] == {"kube-gpu-nodes.io/nvidia-dra": "true"}
     assert catalog["gpushare"]["node_labels"] == {"gpushare": "true"}
     assert catalog["elastic_gpu"]["node_labels"] == {"gpu-node": "true"}
     assert catalog["gpushare"]["service"]["node_port"] == 32766
@@ -269,8 +271,8 @@ def test_versions_images_and_the_second_scheduler_are_decided_in_the_plan():
                         "images": {"elastic_gpu_scheduler": "elasticgpu/elastic-gpu-scheduler:0.3.0",
                                    "elastic_gpu_agent": "nanogpu/elastic-gpu-agent:0.3.0"}})
     assert plan["api"]["crd"] == "apiextensions.k8s.io/v1" and plan["api"]["kubernetes_minor"] == "1.25"
-    assert plan["device_plugin"]["release"] == "v0.17.4"
-    assert plan["images"]["nvidia_device_plugin"] == "mirror.local:5000/nvidia/k8s-device-plugin:v0.17.4"
+    assert plan["device_plugin"]["release"] == "v0.20.0"
+    assert plan["images"]["nvidia_device_plugin"] == "mirror.local:5000/nvidia/k8s-device-plugin:v0.20.0"
     assert plan["images"]["elastic_gpu_agent"] == "mirror.local:5000/nanogpu/elastic-gpu-agent:0.3.0"
     assert plan["sample_images"]["elastic_gpu"].startswith("mirror.local:5000/nvidia/samples:")
     secondary = plan["secondary"]
@@ -506,7 +508,7 @@ def test_an_unknown_existing_device_plugin_choice_is_refused():
 
 
 # --- HAMi ---------------------------------------------------------------------------------------------------
-HAMI_IMAGES = {"hami": "projecthami/hami:v2.6.0", "hami_certgen": "liangjw/kube-webhook-certgen:v1.1.1",
+HAMI_IMAGES = {"hami": "", "hami_certgen": "liangjw/kube-webhook-certgen:v1.1.1",
                "hami_certgen_legacy": "jettech/kube-webhook-certgen:v1.5.2"}
 
 
@@ -550,7 +552,12 @@ def test_hami_and_nvidia_device_plugin_in_one_cluster_are_refused():
 def test_hamis_scheduler_reads_the_variant_of_its_kubernetes_version(version):
     plan = _hami(version)
     own, variant = plan["hami"], scheduler_variant(version)
-    assert own["enabled"] and own["name"] == "hami-scheduler" and own["release"] == "v2.6.0"
+    minor = int(version.split(".")[1])
+    release = "v2.10.0" if minor >= 23 else "v2.6.0"  # its README: Kubernetes >= 1.23 (v2.10.0), >= 1.18 (v2.6.0)
+    assert own["enabled"] and own["name"] == "hami-scheduler" and own["release"] == release
+    assert plan["images"]["hami"] == f"projecthami/hami:{release}"
+    assert own["leader_election"] is (minor >= 23) and own["device_plugin_host_network"] is (minor < 23)
+    assert own["dra_rbac"] is (minor >= 34)
     assert (own["config"]["kind"], own["config"]["apiVersion"]) == (variant["kind"], variant["api_version"])
     assert own["image"] == f"registry.k8s.io/kube-scheduler:v{version}"
     [extender] = own["config"]["extenders"]
@@ -574,16 +581,18 @@ def test_hamis_scheduler_reads_the_variant_of_its_kubernetes_version(version):
 
 def test_hami_images_honour_the_mirror_and_the_kube_scheduler_override():
     plan = _hami(registry_mirror="mirror.local:5000")
-    assert plan["images"]["hami"] == "mirror.local:5000/projecthami/hami:v2.6.0"
+    assert plan["images"]["hami"] == "mirror.local:5000/projecthami/hami:v2.10.0"
+    assert _hami(images=dict(HAMI_IMAGES, hami="harbor.lan/hami:v2.10.0-fix"))["images"]["hami"] == (
+        "harbor.lan/hami:v2.10.0-fix")
     assert plan["hami"]["image"] == "mirror.local:5000/kube-scheduler:v1.29.10"
     plan = _hami(images=dict(HAMI_IMAGES, hami_kube_scheduler="harbor.lan/k8s/kube-scheduler:v1.29.10-hotfix"))
     assert plan["hami"]["image"] == "harbor.lan/k8s/kube-scheduler:v1.29.10-hotfix"
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
-    ({"kubernetes_version": "1.17.17"}, "HAMi v2.6.0 supports Kubernetes 1.18 and newer"),
+    ({"kubernetes_version": "1.17.17"}, "HAMi supports Kubernetes 1.18 and newer (v2.6.0 from 1.18, v2.10.0 from 1.23"),
     ({"kubernetes_version": "1.29"}, "set gpu_sharing_stacks_images.hami_kube_scheduler"),
-    ({"images": {"hami": ""}}, "gpu_sharing_stacks_images.hami is empty"),
+    ({"images": {"hami_certgen": ""}}, "gpu_sharing_stacks_images.hami_certgen is empty"),
     ({"stacks": ["hami", "nvidia_device_plugin"]}, "hami and nvidia_device_plugin both advertise nvidia.com/gpu"),
 ])
 def test_hami_refusals_say_what_to_fix(inputs, message):

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import toolkit
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import pkghealth, toolkit
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import SECTIONS, host_plan
 from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_container_toolkit as module_under_test
@@ -333,6 +333,9 @@ class FakeNode:
         self.lists = {}  # what apt-cache offers before apt-get update
         self.lock_busy = 0  # how many apt-get calls fail with a lock message first
         self.calls = []
+        self.status = {}  # name -> dpkg's db:Status-Abbrev of a package left inconsistent (iFR, iU)
+        self.configure_fails = False  # dpkg --configure -a fails (a half-installed package needs its archive)
+        self.dpkg_i_fails = False
 
     def has(self, tool):
         if tool == "nvidia-container-runtime":
@@ -341,9 +344,9 @@ class FakeNode:
             return owner in self.packages and owner not in self.broken
         if tool == "dockerd":
             return bool(self.docker)
-        deb = {"apt-get", "apt-cache", "apt-mark", "dpkg", "dpkg-query"}
+        deb = {"apt-get", "apt-cache", "apt-mark", "dpkg", "dpkg-query", "sh"}
         rpm = {"rpm", self.pkg_mgr}
-        return tool in {"gpg", "timeout"} | (deb if self.pkg_mgr == "apt" else rpm)
+        return tool in {"gpg", "timeout", "nvidia-ctk"} | (deb if self.pkg_mgr == "apt" else rpm)
 
     def install(self, spec, sep):
         if sep == "=":
@@ -371,11 +374,41 @@ class FakeNode:
             return (0 if fprs else 2), "".join(f"fpr:::::::::{f}:\n" for f in fprs), ""
         if tool == "dpkg-query":
             out = "".join(f"{'h' if held else 'i'}i |{name}|{version}\n" for name, (version, held)
-                          in self.packages.items() if name in argv)
+                          in self.packages.items() if name in argv and name not in self.status)
+            out += "".join(f"{abbrev}|{name}|1.17.8-1\n" for name, abbrev in self.status.items() if name in argv)
             return 0, out, ""
+        if argv[:2] == ["dpkg", "--audit"]:
+            return 0, "".join(f" {name} STAND-IN\n" for name in self.status), ""
+        if argv[:3] == ["dpkg", "--configure", "-a"]:
+            if self.configure_fails:
+                return 1, "", ("dpkg: error processing package libnvidia-container1 (--configure):\n"
+                               " package is in a very bad inconsistent state")
+            self.status = {n: a for n, a in self.status.items() if "R" in a}
+            return 0, "", ""
+        if argv[:2] == ["dpkg", "-i"]:
+            if self.dpkg_i_fails:
+                return 1, "", "dpkg: error: disk full"
+            for deb in argv[2:]:
+                name = Path(deb).name.split("_")[0]
+                self.status.pop(name, None)
+                if name in self.packages:
+                    self.packages[name][1] = False  # dpkg -i selects the package for install: its hold is gone
+            return 0, "", ""
+        if tool == "sh" and "download" in argv[2]:
+            folder = argv[4]
+            for spec in argv[5:]:
+                name, version = spec.split("=")
+                Path(folder, f"{name}_{version.rstrip('*')}_amd64.deb").write_text("deb")
+            return 0, "", ""
+        if tool == "nvidia-ctk" and argv[1:3] == ["config", "default"]:
+            return 0, '[nvidia-container-runtime]\nmode = "auto"\n', ""
         if tool == "apt-cache":
             return 0, "".join(f" {name} | {v} | file:/srv/r Packages\n" for name, versions in self.lists.items()
                               for v in versions), ""
+        if argv[:2] == ["apt-get", "check"]:
+            if self.status:
+                return 100, "", "E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct it."
+            return 0, "Reading package lists...\n", ""
         if tool == "apt-get":
             if self.lock_busy:
                 self.lock_busy -= 1
@@ -459,6 +492,7 @@ def root(tmp_path, monkeypatch):
 
     monkeypatch.setattr(toolkit, "nvidia_repo_layout", layout)
     monkeypatch.setattr(toolkit, "RPM_KEY_DIR", str(tmp_path / "etc/pki/rpm-gpg"))
+    monkeypatch.setattr(toolkit, "CONFIG", str(tmp_path / "etc/nvidia-container-runtime/config.toml"))
     monkeypatch.setattr(module_under_test.time, "sleep", lambda seconds: None)
     served = {"key": f"-----BEGIN PGP PUBLIC KEY BLOCK-----\nKEY:{FPR}\n".encode()}
     downloads = []
@@ -481,12 +515,13 @@ def run_module(monkeypatch, node, check_mode=False, **params) -> dict:
 
 def changing(node) -> list:
     """The commands that change the node, in order (reads left out)."""
-    reads = {"dockerd", "gpg", "dpkg-query", "apt-cache", "rpm", "nvidia-container-runtime"}
+    reads = {"dockerd", "gpg", "dpkg-query", "apt-cache", "rpm", "nvidia-container-runtime", "nvidia-ctk"}
     calls = []
     for argv in node.calls:
         if argv[0] in reads and "--dearmor" not in argv:
             continue
-        if argv[0] == "dpkg" or (argv[1:3] == ["-q", "versionlock"] and "list" in argv):
+        if argv[:2] in (["dpkg", "--verify"], ["dpkg", "--audit"], ["apt-get", "check"]) \
+                or (argv[1:3] == ["-q", "versionlock"] and "list" in argv):
             continue
         calls.append(argv)
     return calls
@@ -633,3 +668,169 @@ def test_render_writes_the_planned_file_and_the_plan_without_touching_a_node(tmp
     assert rendered["package"] == "nvidia-docker2"
     failed = run_module(monkeypatch, node, render_dir=str(out), render_host="gpu2", observed={})
     assert failed["failed"] and "no package family is known for this host" in failed["msg"]
+
+
+# --- package health, holds, the toolkit's config.toml ------------------------------------------------
+
+
+def converged(monkeypatch, root) -> FakeNode:
+    node = FakeNode()
+    assert not run_module(monkeypatch, node)["failed"]
+    node.calls.clear()
+    return node
+
+
+def test_an_interrupted_dpkg_of_our_packages_is_finished_put_back_and_held(root, monkeypatch):
+    node = converged(monkeypatch, root)
+    # what killing `apt-get install --reinstall` of the toolkit leaves (dpkg's own status letters)
+    node.status = {"libnvidia-container1": "iFR", "libnvidia-container-tools": "iU"}
+    node.packages["nvidia-container-toolkit-base"][1] = False  # the reinstall had dropped a hold too
+    node.configure_fails = True  # dpkg --configure -a stops at the half-installed package
+    result = run_module(monkeypatch, node)
+    assert not result["failed"] and result["changed"], result.get("msg")
+    seq = [argv[:3] for argv in changing(node)]
+    assert seq[0] == ["dpkg", "--configure", "-a"]
+    assert seq[1][:2] == ["sh", "-c"] and seq[2][:2] == ["dpkg", "-i"]
+    assert ["apt-mark", "hold", "nvidia-container-toolkit-base"] in [argv[:3] for argv in changing(node)]
+    assert node.status == {}
+    words = " | ".join(result["repaired"])
+    assert "reinstalled libnvidia-container-tools=1.17.8-1, libnvidia-container1=1.17.8-1" in words
+    assert "hold of nvidia-container-toolkit-base re-applied (after the repair above)" in words
+    assert any("dpkg --configure -a" in step for step in result["done"])
+    assert result["live"]["health"]["consistent"] and result["live"]["problems"] == []
+    node.calls.clear()
+    again = run_module(monkeypatch, node)
+    assert again["changed"] is False and changing(node) == []
+
+
+def test_a_foreign_broken_package_is_left_alone_and_named(root, monkeypatch):
+    node = converged(monkeypatch, root)
+    node.status = {"libnvidia-container1": "iU"}
+    monkeypatch.setattr(toolkit, "HEALTH_PACKAGES", (*toolkit.HEALTH_PACKAGES,))
+    node_audit = node.__call__
+
+    def with_foreign(argv):
+        if argv[:2] == ["dpkg", "--audit"]:
+            return 0, " libnvidia-container1 x\n postgresql-15 PostgreSQL\n", ""
+        return node_audit(argv)
+
+    monkeypatch.setattr(node, "__call__", with_foreign)
+    fake = FakeModule(node, {})
+    fake.run_command = lambda argv, data=None, check_rc=False: with_foreign(list(argv[2:]))
+    monkeypatch.setattr(module_under_test, "AnsibleModule", lambda **spec: fake)
+    with pytest.raises(Exit) as done:
+        module_under_test.main()
+    result = done.value.result
+    assert result["failed"] and "postgresql-15 are not this role's packages" in result["msg"]
+    assert result["msg"].endswith("Nothing was changed.") and changing(node) == []
+
+
+def test_a_hold_released_by_hand_is_re_applied_and_said(root, monkeypatch):
+    node = converged(monkeypatch, root)
+    node.packages["nvidia-container-toolkit"][1] = False
+    result = run_module(monkeypatch, node)
+    assert result["changed"] and changing(node) == [["apt-mark", "hold", "nvidia-container-toolkit"]]
+    assert result["repaired"] == ["hold of nvidia-container-toolkit re-applied (it had been released)"]
+
+
+def test_a_deleted_config_toml_is_restored_from_nvidia_ctk_defaults_and_said(root, monkeypatch):
+    node = converged(monkeypatch, root)
+    config = Path(toolkit.CONFIG)
+    assert config.read_text() == '[nvidia-container-runtime]\nmode = "auto"\n'  # the first install wrote it
+    config.unlink()
+    result = run_module(monkeypatch, node)
+    assert result["changed"] and config.read_text() == '[nvidia-container-runtime]\nmode = "auto"\n'
+    assert result["repaired"] == [f"{toolkit.CONFIG} was missing: written from `nvidia-ctk config default` "
+                                  "(as the package's postinst does)"]
+    assert result["live"]["config"]["exists"]
+    assert run_module(monkeypatch, node)["changed"] is False
+
+
+def test_a_failed_repair_says_what_ran_and_holds_again(root, monkeypatch):
+    node = converged(monkeypatch, root)
+    node.status = {"nvidia-container-toolkit-base": "iFR"}
+    node.configure_fails = True
+    node.dpkg_i_fails = True
+    result = run_module(monkeypatch, node)
+    assert result["failed"] and "Nothing was changed" not in result["msg"]
+    assert "Done before this failed: dpkg --configure -a" in result["msg"]
+    assert "(failed)" not in result["msg"] or "dpkg -i" in result["msg"]
+
+
+def test_health_parsers_on_dpkg_and_rpm_output():
+    status = pkghealth.parse_status("iFR|libnvidia-container1|1.20.0-1\niU |libnvidia-container-tools|1.20.0-1\n"
+                                    "hi |nvidia-container-toolkit|1.20.0-1\nun |nvidia-docker2|\n")
+    assert status["libnvidia-container1"] == {"abbrev": "iFR", "version": "1.20.0-1", "state": "half-configured",
+                                              "reinstall": True}
+    assert status["nvidia-container-toolkit"]["state"] == "" and not status["nvidia-docker2"]["state"]
+    plan = pkghealth.health_plan("deb", {"status": status, "audit": [], "check": ["dpkg was interrupted"]},
+                                 toolkit.HEALTH_PACKAGES, {"libnvidia-container1": "1.20.0"})
+    assert not plan["consistent"] and plan["foreign"] == [] and plan["repair"]["configure"]
+    assert plan["repair"]["reinstall"] == [{"name": "libnvidia-container-tools", "version": "1.20.0-1"},
+                                           {"name": "libnvidia-container1", "version": "1.20.0-1"}]
+    assert pkghealth.parse_apt_check(100, "E: Could not get lock /var/lib/dpkg/lock-frontend") == []
+    rpm = pkghealth.parse_rpm_versions("nvidia-container-toolkit=1.17.8-1\nnvidia-container-toolkit=1.20.0-1\n")
+    plan = pkghealth.health_plan("rpm", {"versions": rpm, "saved_transactions": []}, toolkit.HEALTH_PACKAGES,
+                                 {"nvidia-container-toolkit": "1.20.0-1"})
+    assert plan["repair"]["reinstall"] == [{"name": "nvidia-container-toolkit", "version": "1.20.0-1"}]
+    saved = pkghealth.health_plan("rpm", {"versions": {}, "saved_transactions": ["/var/lib/yum/transaction-all.x"]},
+                                  [], {})
+    assert "yum-complete-transaction" in saved["refusal"]
+
+
+def test_health_of_a_real_interrupted_reinstall():
+    """The lab's fault, as dpkg and apt printed it (tests/unit/fixtures/dpkg-interrupted)."""
+    folder = Path(__file__).parents[1] / "fixtures" / "dpkg-interrupted"
+    check = (folder / "apt-get-check.txt").read_text()
+    state = {"status": pkghealth.parse_status((folder / "dpkg-query-status.txt").read_text()),
+             "audit": pkghealth.parse_audit((folder / "dpkg-audit.txt").read_text()),
+             "check": pkghealth.parse_apt_check(int(check.rsplit("rc=", 1)[1]), check)}
+    assert state["audit"] == ["libnvidia-container-tools", "nvidia-container-toolkit", "libnvidia-container1"]
+    assert state["check"] == ["dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the "
+                              "problem."]
+    plan = pkghealth.health_plan("deb", state, toolkit.HEALTH_PACKAGES, {n: "1.20.0" for n in toolkit.HEALTH_PACKAGES})
+    assert plan["broken"] == ["libnvidia-container-tools", "libnvidia-container1", "nvidia-container-toolkit"]
+    assert "libnvidia-container1 1.20.0-1 is half-configured (iF)" in plan["problems"]
+    assert "libnvidia-container-tools 1.20.0-1 is unpacked but not configured (iU)" in plan["problems"]
+    assert plan["foreign"] == [] and plan["repair"]["configure"]
+    assert [i["version"] for i in plan["repair"]["reinstall"]] == ["1.20.0-1"] * 3
+
+
+# --- Ubuntu 26.04 and RHEL/Rocky/Alma 10 -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("observed", "family"), [
+    ({"pkg_mgr": "apt", "os": {"id": "ubuntu", "version_id": "26.04"}}, "deb"),
+    ({"pkg_mgr": "dnf", "os": {"id": "rocky", "version_id": "10.0"}}, "rpm"),
+    ({"pkg_mgr": "dnf5", "os": {"id": "almalinux", "version_id": "10.0"}}, "rpm"),
+    ({"os_family": "RedHat"}, "rpm"),
+])
+def test_toolkit_1_20_on_ubuntu_26_04_and_el10_uses_nvidias_distribution_independent_repository(observed, family):
+    result = host_plan({"nvidia_container_toolkit": {"version": "1.20.0"}},
+                       {"nvidia_container_toolkit": {**observed, "docker_version": None}})["nvidia_container_toolkit"]
+    assert result["family"] == family and result["era"] == "stable"
+    if family == "deb":
+        assert result["specs"] == ["nvidia-container-toolkit=1.20.0*", "nvidia-container-toolkit-base=1.20.0*"]
+        assert result["files"][0]["content"].splitlines()[-1] == (
+            "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+            "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /")
+        return
+    assert result["specs"] == ["nvidia-container-toolkit-1.20.0", "nvidia-container-toolkit-base-1.20.0"]
+    # the section we write is NVIDIA's own (the experimental one, disabled there, is left out)
+    ours = configparser.ConfigParser(interpolation=None)
+    ours.read_string(result["files"][0]["content"])
+    nvidia = configparser.ConfigParser(interpolation=None)
+    nvidia.read(Path(__file__).parents[1] / "fixtures" / "nvidia-repo" / "nvidia-container-toolkit.repo")
+    assert ours.sections() == ["nvidia-container-toolkit"]
+    assert dict(ours["nvidia-container-toolkit"]) == dict(nvidia["nvidia-container-toolkit"])
+    # dnf5 (Fedora 41+) has versionlock built in; dnf 4 needs its plugin
+    assert result["versionlock_plugin"] == ("python3-dnf-plugin-versionlock" if observed.get("pkg_mgr") == "dnf"
+                                            else "")
+
+
+def test_only_other_packages_broken_is_said_and_not_in_the_way():
+    status = pkghealth.parse_status("iU |nvidia-smi|550.163.01-2\nii |nvidia-container-toolkit|1.20.0-1\n")
+    plan = pkghealth.health_plan("deb", {"status": status, "audit": ["nvidia-smi"], "check": ["dpkg was interrupted"]},
+                                 toolkit.HEALTH_PACKAGES, {})
+    assert plan["consistent"] and plan["refusal"] == "" and plan["repair"] == {"configure": False, "reinstall": []}
+    assert "nvidia-smi" in plan["note"] and "not this role's packages" in plan["note"]

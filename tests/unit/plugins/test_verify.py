@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.filter.diagnose import diagnose, verify_checks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import diagnose, run_checks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_expected, verify_observed
 from conftest import ROOT
 
-CATALOG = yaml.safe_load((ROOT / "roles/gpu_node_verify/vars/main.yml").read_text())["__gpu_node_verify_catalog"]
 PROBE = {"gpu_node": True, "control_plane": False, "pci_devices": [], "modules": {"nvidia": False, "nouveau": False},
          "secure_boot": None, "device_plugin": {"dir": "/var/lib/kubelet/device-plugins", "sockets": []},
          "containerd_backup_mentions_nvidia": False}
@@ -28,7 +28,7 @@ def runtime_state(**live):
 
 def judged(state):
     observed = verify_observed(PROBE, {"container_runtime": state})
-    checks = diagnose(verify_checks(observed, verify_expected(SETTINGS, {})), CATALOG)
+    checks = diagnose(run_checks(observed, verify_expected(SETTINGS, {})))
     return {c["id"]: c for c in checks}
 
 
@@ -65,6 +65,24 @@ def test_an_engine_older_than_its_files_is_not_current():
 def test_no_recorded_state_is_said():
     observed = verify_observed(PROBE, {})
     assert observed["runtime"]["engine"] == "none"
+    check = {c["id"]: c for c in run_checks(observed, verify_expected(SETTINGS, {}))}["runtime_registered"]
+    assert check["status"] == "skipped" and "recorded no state" in check["summary"]
+
+
+def test_a_newer_minor_on_the_newest_known_variant_reaches_the_report():
+    """kubernetes_version_allow_newer: the plan records it, the expectation carries it, the report's cell says it."""
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.report import _scheduler_cell
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_variant
+
+    variant = scheduler_variant("1.38.1", True)
+    plan = {"action": "configure", "health_url": "https://10.0.0.1:10259/healthz", "variant": variant,
+            "newer_than_known": True, "version_note": variant["note"]}
+    expected = verify_expected({"host": "cp", "kinds": ["control_plane"], "stacks": ["gpushare"]},
+                               {"kube_scheduler": {"plan": plan}})
+    assert expected["scheduler"]["variant_minor"] == "1.37"
+    assert "newer than 1.37" in expected["scheduler"]["version_note"]
+    assert "1.37 variant for a newer Kubernetes (kubernetes_version_allow_newer)" in _scheduler_cell(
+        {}, expected, [])
 
 
 def test_the_scheduler_expectation_comes_from_its_recorded_plan():
@@ -76,7 +94,8 @@ def test_the_scheduler_expectation_comes_from_its_recorded_plan():
     assert expected["scheduler"] == {"variant": "v1beta3", "flag": "--config",
                                      "config_path": "/etc/kubernetes/scheduler-policy-config.yaml",
                                      "health_url": "https://10.0.0.1:10259/healthz",
-                                     "extender_paths": ["/gpushare-scheduler"], "state_missing": False}
+                                     "extender_paths": ["/gpushare-scheduler"], "state_missing": False,
+                                     "needs_extender": True, "variant_minor": "", "version_note": ""}
     left_alone = verify_expected({"host": "cp", "kinds": ["control_plane"], "stacks": ["gpushare"]},
                                  {"kube_scheduler": {"plan": {**plan, "action": "leave"}}})
     assert left_alone["scheduler"]["extender_paths"] == []
@@ -94,13 +113,51 @@ def test_only_a_run_that_is_a_check_as_a_whole_has_pending_concerns():
 
 def test_bad_input_is_refused():
     with pytest.raises(KgnError):
-        verify_observed(None, {})
+        verify_observed("not a probe", {})
 
 
-def test_the_smoke_results_reach_the_observations_and_a_skipped_task_is_no_smoke():
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_observed
+def test_the_stack_catalog_says_what_verify_expects_of_each_stack():
+    expected = verify_expected({"host": "cp", "kinds": ["gpu_node", "control_plane"], "stacks": ["gpushare"]}, {})
+    assert expected["device_plugin_sockets"] == [r"aliyun.*\.sock"]
+    assert expected["stack_args"] == [{"daemonset": "gpushare-device-plugin-ds", "arg": "--memory-unit",
+                                       "stack": "gpushare"}]
+    assert verify_expected({"host": "n", "kinds": ["gpu_node"], "stacks": ["gpushare"]}, {})["stack_args"] == []
 
-    probe = {"gpu_node": True, "smoke": {"engine": {"status": "ok", "summary": "1 GPU(s)"},
-                                         "pod": {"skipped": True, "changed": False, "false_condition": "x"}}}
-    observed = verify_observed(probe, {})
-    assert observed["smoke"] == {"engine": {"status": "ok", "summary": "1 GPU(s)"}, "pod": None}
+
+def test_what_the_module_reads_follows_from_the_settings_and_states():
+    states = {"container_runtime": runtime_state(),
+              "kube_scheduler": {"plan": {"action": "configure", "variant": {"path": "/etc/k/s.yaml"}}}}
+    assert verify.probe_args({"kinds": ["gpu_node", "control_plane"]}, states) == {
+        "gpu_node": True, "control_plane": True, "containerd_config": "/etc/containerd/config.toml",
+        "scheduler_config_path": "/etc/k/s.yaml"}
+    assert verify.probe_args({"kinds": ["gpu_node"]}, {})["containerd_config"] == ""
+
+
+def test_the_api_answer_of_the_hosts_api_server_is_picked_from_the_looped_read():
+    looped = {"results": [{"item": {"host": "cp1"}, "reachable": True, "resources": {}},
+                          {"item": {"host": ""}, "reachable": False, "error": "no kubeconfig"},
+                          {"item": {"host": "cp2"}, "unreachable": True, "msg": "ssh: timed out"}]}
+    assert verify.api_answer(looped, "cp1")["reachable"] is True
+    assert verify.api_answer(looped, "")["error"] == "no kubeconfig"
+    assert verify.api_view(verify.api_answer(looped, "cp2"), "gpu1") == {
+        "reachable": False, "node_name": "gpu1", "error": "ssh: timed out"}
+    assert verify.api_answer(looped, "cp3") is None and verify.api_answer(None, "cp1") is None
+
+
+def test_a_host_that_stopped_is_judged_from_its_inventory_and_facts():
+    """The settings of a host the verify play never reached mirror the role's defaults (roles/gpu_node_verify)."""
+    defaults = yaml.safe_load((ROOT / "roles/gpu_node_verify/defaults/main.yml").read_text())
+    host_vars = {"gpu_sharing_stacks": ["gpushare"], "gpu_driver_version": "535", "gpu_node_verify_expect_gpu": False,
+                 "nvidia_mig_layout": "all-disabled"}
+    settings = verify.settings_from_vars("n1", host_vars, {"gpu_nodes": ["n1"], "kube_control_plane": []}, True)
+    assert settings == {"host": "n1", "node_name": "n1", "kinds": ["gpu_node"], "stacks": ["gpushare"],
+                        "expect_gpu": False, "waived": [], "driver_version": "535", "extra_labels": {},
+                        "labels_require_gpu": True, "mig_layout": "all-disabled", "check_mode": True}
+    # the same inputs, the same defaults
+    assert defaults["gpu_node_verify_expect_gpu"] is True and defaults["gpu_node_verify_labels_require_gpu"] is True
+    assert defaults["gpu_node_verify_waived_checks"] == [] and defaults["gpu_node_verify_extra_labels"] == {}
+    assert "gpu_sharing_stacks" in defaults["gpu_node_verify_stacks"]
+    assert "gpu_driver_version" in defaults["gpu_node_verify_driver_version"]
+    assert "nvidia_mig_layout" in defaults["gpu_node_verify_mig_layout"]
+    assert (defaults["gpu_node_verify_gpu_group"], defaults["gpu_node_verify_control_plane_group"]) == (
+        "gpu_nodes", "kube_control_plane")

@@ -1,0 +1,49 @@
+"""Action of kgn.gpu_nodes.gpu_node_verify: read the host live (the module), judge it on the controller (verify.py)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+
+JUDGED = ("settings", "states", "api", "api_host", "pod_smoke")
+
+
+def _plain(value):
+    """Templated task arguments as plain Python data (2.19 tags them)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+class ActionModule(ActionBase):
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        judge = {key: _plain(args.pop(key, None)) for key in JUDGED}
+        settings = judge["settings"]
+        if settings is not None:
+            try:
+                args.update(verify.probe_args(settings, judge["states"] or {}))
+            except KgnError as err:
+                raise AnsibleActionFail(f"gpu_node_verify: {err}") from None
+        probe = self._execute_module(module_name="kgn.gpu_nodes.gpu_node_verify", module_args=args,
+                                     task_vars=task_vars)
+        if probe.get("failed") or settings is None:
+            return dict(result, **probe)
+        try:
+            answer = verify.api_answer(judge["api"], judge["api_host"] or "")
+            row = verify.verify_host(settings, judge["states"] or {}, probe.get("observed") or {}, answer,
+                                     (task_vars or {}).get("kgn_run_failure"), judge["pod_smoke"])
+        except KgnError as err:
+            raise AnsibleActionFail(f"gpu_node_verify: {err}") from None
+        # the one change verify can make: the engine smoke pulled its image
+        result.update(changed=bool(probe.get("changed")), observed=probe.get("observed") or {}, row=row)
+        return result

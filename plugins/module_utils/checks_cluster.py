@@ -1,0 +1,233 @@
+"""Checks of a GPU node as its cluster sees it: the device plugin registered with kubelet, and through the API the
+node registered, its labels, its allocatable GPU resources and the GPUs a stack's device plugin registered
+(plugins/module_utils/checks.py says how a check is written)."""
+
+import re
+
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
+    GPU_NODE,
+    NO_API,
+    NO_GPU,
+    NOT_READ,
+    cause,
+    check,
+    failed,
+    ok,
+    skipped,
+)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION
+
+PLUGIN = ("nvidia_container_toolkit", "container_runtime", "node_labels", "stacks")
+
+
+DEVICE_PLUGIN_SOCKET_CAUSES = [
+    cause("plugin_nvml_runtime", with_failed=["runtime_default"],
+          cause=("the device plugin cannot start on this node because the container runtime's default "
+                 "is not nvidia (its log says \"Failed to initialize NVML: could not load NVML library "
+                 "... did you set the docker default runtime to nvidia?\")"),
+          fix=("fix \"container runtime's default runtime is nvidia\" first, then delete the device "
+               "plugin pod on this node"),
+          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
+                  "https://github.com/NVIDIA/k8s-device-plugin/issues/168")),
+    cause("plugin_not_scheduled_label", with_failed=["node_labels"],
+          cause=("the device plugin DaemonSet selects nodes by label, and this node lacks the label, "
+                 "so no plugin pod runs here"),
+          fix="fix \"expected node labels present\" first",
+          source="docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare (gpushare=true node label)"),
+    cause("plugin_not_running", fallback=True,
+          cause=("no device plugin is registered with kubelet (found: {sockets}): the stack's "
+                 "DaemonSet is not deployed, its pod is not scheduled here (nodeSelector/tolerations),"
+                 " or it is crash-looping"),
+          fix=("`kubectl -n kube-system get pods -o wide` for the plugin pod on this node and read its"
+               " logs; re-run playbooks/gpu_stacks.yml if the DaemonSet is missing"),
+          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
+                  "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/")),
+]
+
+
+@check("device_plugin_socket", "device plugin socket registered with kubelet", kinds=(GPU_NODE,), concerns=PLUGIN,
+       causes=DEVICE_PLUGIN_SOCKET_CAUSES)
+def device_plugin_socket(seen, want, done):
+    device_plugin = seen.get("device_plugin")
+    wanted = want.get("device_plugin_sockets") or []
+    if device_plugin is None:
+        return skipped(NOT_READ, sockets=[], expected=wanted, dir="")
+    sockets = list(device_plugin.get("sockets") or [])
+    evidence = {"sockets": sockets, "expected": wanted, "dir": device_plugin.get("dir") or ""}
+    if not (seen.get("gpu") or {}).get("present"):
+        return skipped(NO_GPU, **evidence)
+    if not wanted:
+        return skipped("skipped: no GPU-sharing stack on this node", **evidence)
+    found = [s for s in sockets if any(re.fullmatch(p, s) for p in wanted)]
+    if found:
+        return ok(f"registered: {', '.join(found)}", **evidence)
+    where = evidence["dir"] or "the kubelet device-plugins folder"
+    return failed(f"no device plugin socket under {where} (found: {', '.join(sockets) or 'none'})", **evidence)
+
+
+def _api(seen):
+    api = seen.get("api") or {}
+    return api if api.get("reachable") else None
+
+
+NODE_REGISTERED_CAUSES = [
+    cause("node_not_registered",
+          cause=("the API has no node named {node_name}: kubelet is not running, or the node "
+                 "registered under another name"),
+          fix=("check `systemctl status kubelet`; set gpu_node_verify_node_name for this host if its "
+               "node name differs"),
+          source=("https://kubernetes.io/docs/concepts/architecture/nodes/ (node names and "
+                  "self-registration)")),
+]
+
+
+@check("node_registered", "node registered in the API", kinds=(GPU_NODE,), causes=NODE_REGISTERED_CAUSES)
+def node_registered(seen, want, done):
+    api = _api(seen)
+    if api is None:
+        reason = (seen.get("api") or {}).get("error") or "no API server reachable from this inventory"
+        return skipped(NO_API, reason=reason)
+    if not api.get("node"):
+        return failed(f"node {api.get('node_name')!r} is not registered in the API", node_name=api.get("node_name"))
+    return ok(f"node {api.get('node_name')} registered", node_name=api.get("node_name"))
+
+
+def _wanted_labels(seen, want):
+    labels = want.get("labels") or {}
+    if not (seen.get("gpu") or {}).get("present") and want.get("labels_without_gpu") is not None:
+        # gpu_node_labels labels a GPU-less node only nvidia.com/gpu.present=false (require_gpu)
+        labels = want["labels_without_gpu"]
+    return labels
+
+
+def _not_there(seen, done):
+    """Why a check of the node's API object cannot run (no API, or no node), else None."""
+    if done.status("node_registered") == "skipped":
+        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+    if done.status("node_registered") != "ok":
+        return skipped("skipped: node not registered")
+    return None
+
+
+NODE_LABELS_CAUSES = [
+    cause("label_missing", when={"missing": {"nonempty": True}},
+          cause=("label(s) {missing} missing on node {node_name}: removed by hand (`kubectl label node"
+                 " ... key-`), or the node object was re-created (labels set through the API are lost "
+                 "when a node re-registers)"),
+          fix=("re-run playbooks/gpu_labels.yml (or `kubectl label node {node_name} <key>=<value>`); "
+               "to survive re-registration also pass them to kubelet with --node-labels "
+               "(gpu_node_labels role option)"),
+          source=("docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare (kubectl label node <node> "
+                  "gpushare=true); kubelet --node-labels, "
+                  "https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/")),
+    cause("label_wrong", fallback=True,
+          cause="label value(s) differ from what the stacks select on: {wrong}",
+          fix="re-run playbooks/gpu_labels.yml (it overwrites the project's labels only)",
+          source=("https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/ "
+                  "(nodeSelector); docs/stacks.md")),
+]
+
+
+@check("node_labels", "expected node labels present", kinds=(GPU_NODE,), concerns=("node_labels",),
+       causes=NODE_LABELS_CAUSES)
+def node_labels(seen, want, done):
+    missing_node = _not_there(seen, done)
+    if missing_node:
+        return missing_node
+    api = _api(seen)
+    labels = api["node"].get("labels") or {}
+    wanted = _wanted_labels(seen, want)
+    missing = sorted(k for k in wanted if k not in labels)
+    wrong = sorted(k for k, v in wanted.items() if k in labels and str(labels[k]) != str(v))
+    managed = [k for k in str((api["node"].get("annotations") or {}).get(MANAGED_ANNOTATION) or "").split(",")
+               if k in labels]
+    evidence = {"missing": missing, "wrong": {k: labels[k] for k in wrong}, "expected": dict(wanted),
+                "node_name": api.get("node_name"), "managed": {k: labels[k] for k in sorted(managed)}}
+    if missing or wrong:
+        parts = [f"missing {', '.join(f'{k}={wanted[k]}' for k in missing)}" if missing else "",
+                 f"wrong {', '.join(f'{k}={labels[k]} (want {wanted[k]})' for k in wrong)}" if wrong else ""]
+        return failed("; ".join(p for p in parts if p), **evidence)
+    if wanted:
+        return ok(", ".join(f"{k}={v}" for k, v in sorted(wanted.items())), **evidence)
+    return skipped("skipped: no labels expected", **evidence)
+
+
+ALLOCATABLE_CAUSES = [
+    cause("allocatable_runtime", with_failed=["runtime_default"],
+          cause=("the node advertises no {zero} because the device plugin fails under a non-nvidia "
+                 "default runtime (NVML)"),
+          fix=("fix \"container runtime's default runtime is nvidia\", then delete the device plugin pod"
+               " on this node"),
+          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
+                  "https://github.com/NVIDIA/k8s-device-plugin/issues/168")),
+    cause("allocatable_label", when={"labels_missing": True},
+          cause=("the node advertises no {zero} because the stack's DaemonSet does not select it "
+                 "(label missing)"),
+          fix="fix \"expected node labels present\" first",
+          source="docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare (gpushare=true node label)"),
+    cause("allocatable_plugin", fallback=True,
+          cause="the node advertises no {zero}: no device plugin registered the resource with kubelet",
+          fix=("see \"device plugin socket registered with kubelet\"; `kubectl describe node` shows "
+               "Capacity/Allocatable"),
+          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
+                  "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/")),
+]
+
+
+@check("allocatable", "allocatable shows the stack's GPU resources", kinds=(GPU_NODE,), concerns=PLUGIN,
+       causes=ALLOCATABLE_CAUSES)
+def allocatable(seen, want, done):
+    missing_node = _not_there(seen, done)
+    if missing_node:
+        return missing_node
+    node = _api(seen)["node"]
+    found = node.get("allocatable") or {}
+    resources = want.get("resources") or []
+    zero = sorted(r for r in resources if str(found.get(r, "0")) in ("0", ""))
+    evidence = {"resources": list(resources), "allocatable": {r: found.get(r) for r in resources}, "zero": zero,
+                "runtime_failed": any(done.status(c) == "failed" for c in ("runtime_binary", "runtime_registered",
+                                                                              "runtime_default", "runtime_current")),
+                "labels_missing": bool((done.first("node_labels").get("evidence") or {}).get("missing"))}
+    if not resources:
+        return skipped("skipped: no GPU-sharing stack on this node", **evidence)
+    if not (seen.get("gpu") or {}).get("present"):
+        return skipped(NO_GPU, **evidence)
+    if zero:
+        return failed(f"allocatable has no {', '.join(zero)}", **evidence)
+    return ok(", ".join(f"{r}={found[r]}" for r in resources), **evidence)
+
+
+NODE_ANNOTATIONS_CAUSES = [
+    cause("hami_not_registered_label", when={"labels_missing": True},
+          cause=("HAMi's device plugin did not register this node's GPUs ({absent} missing): its "
+                 "DaemonSet selects nodes labelled gpu=on and this node lacks the label"),
+          fix="fix \"expected node labels present\" first (playbooks/gpu_labels.yml)",
+          source="HAMi README, Install (label the GPU nodes gpu=on); docs/stacks.md (hami)"),
+    cause("hami_not_registered", fallback=True,
+          cause=("{absent} is missing on node {node_name}: HAMi's device plugin is not running there, "
+                 "or it cannot read the GPUs (driver, or the container runtime's default is not "
+                 "nvidia); without it hami-scheduler places no pod on the node"),
+          fix=("`kubectl -n kube-system logs ds/hami-device-plugin -c device-plugin` on this node; fix"
+               " the driver and runtime checks first, then delete the device plugin pod on this node"),
+          source="HAMi pkg/device/nvidia/device.go (RegisterAnnos); docs/stacks.md (hami)"),
+]
+
+
+@check("node_annotations", "the stack's device plugin registered the node's GPUs (node annotation)",
+       kinds=(GPU_NODE,), concerns=PLUGIN, causes=NODE_ANNOTATIONS_CAUSES)
+def node_annotations(seen, want, done):
+    wanted = want.get("node_annotations") or []
+    if not wanted or done.status("node_registered") != "ok":
+        return None
+    api = _api(seen)
+    annotations = api["node"].get("annotations") or {}
+    absent = [a for a in wanted if not str(annotations.get(a) or "").strip()]
+    evidence = {"annotations": wanted, "absent": absent, "node_name": api.get("node_name"),
+                "labels_missing": bool((done.first("node_labels").get("evidence") or {}).get("missing")),
+                "sizes": {a: len(str(annotations.get(a) or "")) for a in wanted}}
+    if not (seen.get("gpu") or {}).get("present"):
+        return skipped(NO_GPU, **evidence)
+    if absent:
+        return failed(f"node {api.get('node_name')} has no {', '.join(absent)}", **evidence)
+    return ok(f"{', '.join(wanted)} present", **evidence)
+

@@ -1,0 +1,325 @@
+"""Checks of a GPU node's container runtime: the runtime binary the engine runs, nvidia registered and the default,
+the engine running the config files on disk, and in CDI mode the node's spec (plugins/module_utils/checks.py says how a
+check is written)."""
+
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
+    GPU_NODE,
+    cause,
+    check,
+    failed,
+    ok,
+    skipped,
+    warn,
+)
+
+RUNTIME = ("nvidia_container_toolkit", "container_runtime")
+
+
+def _engine(seen):
+    runtime = seen.get("runtime") or {}
+    engine = runtime.get("engine") or "none"
+    return runtime, engine, runtime.get(engine) or {"error": f"{engine} is not installed"}
+
+
+def _evidence(runtime, engine, data):
+    registered = list(data.get("runtimes") or [])
+    return {
+        "engine": engine,
+        "active": data.get("active", True),
+        "service": data.get("service") or "",
+        "answered": bool(data.get("answered")),
+        "error": data.get("error") or "",
+        "default_runtime": data.get("default_runtime") or "",
+        "runtimes": registered,
+        "nvidia_registered": "nvidia" in registered,
+        "config_mentions_nvidia": data.get("config_mentions_nvidia"),
+        "backup_mentions_nvidia": data.get("backup_mentions_nvidia"),
+        "config_path": data.get("config_path") or "",
+        "dropin": data.get("dropin") or "",
+        "dropin_orphaned": bool(data.get("dropin_orphaned")),
+        "toolkit_installed": runtime.get("toolkit_installed"),
+    }
+
+
+RUNTIME_BINARY_CAUSES = [
+    cause("runtime_binary_missing", when={"exists": False},
+          cause=("{binary} does not exist, so every container {engine} starts with the nvidia runtime "
+                 "fails ('exec: \"nvidia-container-runtime\": executable file not found in $PATH'): "
+                 "removed by hand, or its package was removed"),
+          fix=("re-run playbooks/container_runtime.yml for this host: the nvidia_container_toolkit "
+               "role finds the package's missing file (dpkg --verify / rpm -V) and reinstalls it at "
+               "its pinned version"),
+          source=("NVIDIA Container Toolkit install guide, "
+                  "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html")),
+    cause("runtime_binary_fails", fallback=True,
+          cause=("{binary} exists but does not run ({binary_error}): a broken install or a missing "
+                 "library"),
+          fix=("reinstall the NVIDIA container toolkit package (re-run "
+               "playbooks/container_runtime.yml); run `{binary} --version` on the node to see the "
+               "error"),
+          source="https://github.com/NVIDIA/nvidia-container-toolkit"),
+]
+
+
+@check("runtime_binary", "the runtime binary the engine runs exists and executes", kinds=(GPU_NODE,),
+       concerns=RUNTIME, causes=RUNTIME_BINARY_CAUSES)
+def runtime_binary(seen, want, done):
+    _, engine, data = _engine(seen)
+    binary = data.get("binary") or {}
+    if engine == "none" or not binary:
+        return None
+    evidence = {"engine": engine, "binary": binary.get("path") or "", "exists": bool(binary.get("exists")),
+                "executes": bool(binary.get("executes")), "binary_error": binary.get("error") or ""}
+    if binary.get("executes"):
+        return ok(f"{binary.get('path')} runs ({binary.get('version') or 'ok'})", **evidence)
+    why = "does not exist" if not binary.get("exists") else f"fails: {binary.get('error')}"
+    return failed(f"{binary.get('path')} {why}", **evidence)
+
+
+RUNTIME_REGISTERED_CAUSES = [
+    cause("engine_stopped", when={"active": False},
+          cause=("{engine} is not running ({service}): every pod on this node, GPU or not, fails to "
+                 "start. Stopped by hand, or it crashed (its journal says why)"),
+          fix=("re-run playbooks/container_runtime.yml for this host: it starts the engine again and "
+               "checks it answers with nvidia as its default; if it does not start, read `journalctl "
+               "-u {engine}`"),
+          source="https://kubernetes.io/docs/setup/production-environment/container-runtimes/"),
+    cause("docker_down", when={"engine": "docker", "answered": False, "active": {"not": False}},
+          cause=("dockerd does not answer ({error}): it is stopped, or refuses to start on an invalid "
+                 "/etc/docker/daemon.json"),
+          fix=("`systemctl status docker` and `journalctl -u docker`; check the JSON of "
+               "/etc/docker/daemon.json (the nvidia_container_runtime role keeps a backup next to it) "
+               "and restart docker"),
+          source=("Docker daemon configuration file, "
+                  "https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file")),
+    cause("containerd_down", when={"engine": "containerd", "answered": False, "active": {"not": False}},
+          cause=("containerd runs but does not answer `ctr version` ({error}): it is hung or its "
+                 "config does not parse"),
+          fix=("`systemctl status containerd`, `containerd config dump`; restore the last good "
+               "/etc/containerd/config.toml backup"),
+          source=("containerd CRI plugin configuration, "
+                  "https://github.com/containerd/containerd/blob/main/docs/cri/config.md")),
+    cause("docker_nvidia_missing", when={"engine": "docker", "answered": True},
+          cause=("Docker has no nvidia runtime (runtimes: {runtimes}): /etc/docker/daemon.json lacks a"
+                 " \"runtimes\" entry named \"nvidia\", or nvidia-container-toolkit (nvidia-docker2 for "
+                 "Docker < 19.03) is not installed"),
+          fix=("re-run playbooks/container_runtime.yml for this host (merges the nvidia runtime into "
+               "daemon.json, keeps your keys, restarts docker); by hand: `nvidia-ctk runtime configure"
+               " --runtime=docker --set-as-default`"),
+          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; docs/versions.md "
+                  "B1 [ISS-NVD-1035]")),
+    cause("containerd_nvidia_removed",
+          when={"engine": "containerd", "answered": True, "backup_mentions_nvidia": True, "dropin_orphaned": False},
+          cause=("the nvidia runtime was removed from containerd's config after it had been configured"
+                 " (a backup of {config_path} still has it): edited by hand, or the file was rewritten"
+                 " by another installer (`containerd config default > {config_path}`, a "
+                 "kubeadm/kubespray/k3s run, a package upgrade)"),
+          fix=("re-run playbooks/container_runtime.yml for this host: it merges the nvidia runtime "
+               "back (keeping the rest of the file), restarts containerd and checks it; then restart "
+               "the device plugin pod on this node"),
+          source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
+                  "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
+                  "another installer)")),
+    cause("containerd_dropin_not_imported", when={"engine": "containerd", "answered": True, "dropin_orphaned": True},
+          cause=("{config_path} no longer imports {dropin}, which still holds the nvidia runtime: the "
+                 "file was rewritten by another installer (`containerd config default > {config_path}`"
+                 " drops the `imports` line, as do kubeadm/kubespray/k3s runs and package upgrades) or"
+                 " edited by hand"),
+          fix=("re-run playbooks/container_runtime.yml for this host: it adds the import back (keeping"
+               " the rest of the file), restarts containerd and checks it; then restart the device "
+               "plugin pod on this node"),
+          source=("containerd config imports, "
+                  "https://github.com/containerd/containerd/blob/main/docs/man/containerd-config.toml.5.md;"
+                  " https://github.com/kubernetes-sigs/kubespray/issues/12277 (containerd config "
+                  "rewritten by another installer)")),
+    cause("containerd_config_rewritten",
+          when={"engine": "containerd", "answered": True, "toolkit_installed": True}, fallback=True,
+          cause=("the NVIDIA container toolkit is installed but containerd's config has no nvidia "
+                 "runtime (runtimes: {runtimes}): the runtime was removed from {config_path} by hand, "
+                 "or the file was rewritten by another installer (`containerd config default > "
+                 "{config_path}`, a kubeadm/kubespray/k3s run, a package upgrade)"),
+          fix=("re-run playbooks/container_runtime.yml for this host: it merges the nvidia runtime "
+               "back (keeping the rest of the file), restarts containerd and checks it; then restart "
+               "the device plugin pod on this node"),
+          source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
+                  "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
+                  "another installer)")),
+    cause("containerd_nvidia_missing",
+          when={"engine": "containerd", "answered": True, "toolkit_installed": {"not": True}}, fallback=True,
+          cause=("containerd has no nvidia runtime (runtimes: {runtimes}): {config_path} was never "
+                 "configured for it, or another installer replaced it"),
+          fix=("re-run playbooks/container_runtime.yml (or `nvidia-ctk runtime configure "
+               "--runtime=containerd --set-as-default`)"),
+          source=("NVIDIA Container Toolkit install guide (configuring containerd), "
+                  "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html")),
+    cause("no_engine", when={"engine": "none"},
+          cause="no container runtime (docker, containerd or CRI-O) was found on the node",
+          fix="install the cluster's container runtime, or set container_runtime for this host",
+          source="https://kubernetes.io/docs/setup/production-environment/container-runtimes/"),
+]
+
+
+@check("runtime_registered", "nvidia runtime registered in the container runtime", kinds=(GPU_NODE,),
+       concerns=RUNTIME, causes=RUNTIME_REGISTERED_CAUSES)
+def runtime_registered(seen, want, done):
+    runtime, engine, data = _engine(seen)
+    if runtime.get("state_missing"):
+        return skipped("skipped: the container runtime play recorded no state on this host in this run")
+    if engine == "none":
+        return failed("no container runtime found (docker, containerd, crio)", engine=engine,
+                      requested=runtime.get("requested"))
+    evidence = _evidence(runtime, engine, data)
+    if not data.get("answered"):
+        line = (data.get("error") or "no answer").strip().splitlines()
+        return failed(f"{engine} did not answer: {line[0] if line else ''}", **evidence)
+    if evidence["nvidia_registered"]:
+        return ok(f"{engine} knows the nvidia runtime", **evidence)
+    return failed(f"{engine} has no nvidia runtime (runtimes: {', '.join(evidence['runtimes']) or 'none'})",
+                  **evidence)
+
+
+RUNTIME_DEFAULT_CAUSES = [
+    cause("docker_default_not_nvidia", when={"engine": "docker", "nvidia_registered": True},
+          cause=("Docker's default runtime is \"{default_runtime}\", not nvidia: \"default-runtime\" in "
+                 "/etc/docker/daemon.json was set back by hand or the file was replaced. Kubernetes "
+                 "starts the device plugin with the default runtime, so it logs \"Failed to initialize "
+                 "NVML: could not load NVML library. If this is a GPU node, did you set the docker "
+                 "default runtime to `nvidia`?\" and the node advertises no GPU"),
+          fix=("set \"default-runtime\": \"nvidia\" in /etc/docker/daemon.json (re-run "
+               "playbooks/container_runtime.yml, which merges it and keeps your other keys), restart "
+               "docker, then delete the device plugin pod on this node (`kubectl -n kube-system delete"
+               " pod <device-plugin pod>`) so it starts again under nvidia"),
+          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
+                  "https://github.com/NVIDIA/k8s-device-plugin/issues/168")),
+    cause("docker_default_without_runtime", when={"engine": "docker", "nvidia_registered": False},
+          cause=("Docker's default runtime is \"{default_runtime}\" and the nvidia runtime is not even "
+                 "registered"),
+          fix="fix \"nvidia runtime registered\" first (playbooks/container_runtime.yml sets both)",
+          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; docs/versions.md "
+                  "B2")),
+    cause("containerd_default_not_nvidia", when={"engine": "containerd"},
+          cause=("containerd's CRI default_runtime_name is \"{default_runtime}\", not nvidia: "
+                 "{config_path} was changed by hand or rewritten by another installer (a fresh "
+                 "`containerd config default` sets runc)"),
+          fix=("re-run playbooks/container_runtime.yml for this host (sets default_runtime_name = "
+               "\"nvidia\" and keeps the rest), then restart the device plugin pod on this node"),
+          source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
+                  "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
+                  "another installer)")),
+    cause("crio_default_not_nvidia", when={"engine": "crio"},
+          cause=("CRI-O's default_runtime is \"{default_runtime}\", not nvidia (drop-in missing or "
+                 "overridden)"),
+          fix=("re-run playbooks/container_runtime.yml (writes the /etc/crio/crio.conf.d drop-in) and "
+               "restart crio"),
+          source=("NVIDIA Container Toolkit install guide (configuring CRI-O), "
+                  "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html;"
+                  " docs/versions.md B3")),
+]
+
+
+@check("runtime_default", "container runtime's default runtime is nvidia", kinds=(GPU_NODE,), concerns=RUNTIME,
+       causes=RUNTIME_DEFAULT_CAUSES)
+def runtime_default(seen, want, done):
+    runtime, engine, data = _engine(seen)
+    if engine == "none":
+        return None
+    evidence = _evidence(runtime, engine, data)
+    if not data.get("answered"):
+        return skipped(f"skipped: {engine} did not answer", **evidence)
+    if evidence["default_runtime"] == "nvidia":
+        return ok(f"{engine} default runtime: nvidia", **evidence)
+    return failed(f"{engine} default runtime is {evidence['default_runtime'] or 'unset'}, not nvidia", **evidence)
+
+
+RUNTIME_CURRENT_CAUSES = [
+    cause("engine_not_restarted",
+          cause=("{engine} was started before {stale_files} last changed, so it does not run them yet:"
+                 " a run stopped between writing the file and restarting the engine, or someone edited"
+                 " it by hand"),
+          fix=("re-run playbooks/container_runtime.yml for this host (it restarts the engine and "
+               "checks it)"),
+          source="docs/architecture.md (a change is done only when it is live)"),
+]
+
+
+@check("runtime_current", "the engine runs the config files on disk", kinds=(GPU_NODE,), concerns=RUNTIME,
+       causes=RUNTIME_CURRENT_CAUSES)
+def runtime_current(seen, want, done):
+    _, engine, data = _engine(seen)
+    if engine == "none" or not data.get("answered") or "stale_files" not in data:
+        return None
+    stale = list(data.get("stale_files") or [])
+    if stale:
+        return failed(f"{engine} was started before {', '.join(stale)} last changed", engine=engine,
+                      stale_files=stale)
+    return ok(f"{engine} was started after its config files changed", engine=engine, stale_files=[])
+
+
+
+# --- CDI mode: the node's spec (module_utils/cdi.py makes the rows from the live node in the container_runtime
+# module; a check here only passes its row on, with the causes that explain it) -----------------------------------
+_CDI_FIX = "run `ansible-playbook playbooks/container_runtime.yml --limit <host>` (it regenerates the spec)"
+CDI_CAUSES = {
+    "cdi_spec": [
+        cause("cdi_no_spec", when={"missing": True},
+              cause=("no spec: the node's CDI spec {path} does not exist (deleted, /var/run emptied by a reboot "
+                     "before the refresh ran, or `nvidia-ctk cdi generate` failed), so CDI devices such as "
+                     "nvidia.com/gpu=0 cannot be injected"),
+              fix=(_CDI_FIX + "; look at `systemctl status nvidia-cdi-refresh.service` for why the refresh did not"),
+              source="NVIDIA container toolkit, CDI support (nvidia-ctk cdi generate; deployments/systemd at v1.20.0)"),
+        cause("cdi_spec_unreadable", fallback=True,
+              cause="the node's CDI spec {path} is not a CDI spec the engine can read",
+              fix=_CDI_FIX,
+              source="CDI specification, cncf-tags/container-device-interface SPEC.md"),
+    ],
+    "cdi_devices": [
+        cause("cdi_gpu_not_listed",
+              cause=("the spec does not list {missing}: it was generated before a GPU was added, replaced or its "
+                     "MIG layout changed, so a pod asking for that GPU by name or UUID cannot start"),
+              fix=_CDI_FIX,
+              source="NVIDIA container toolkit, CDI support (nvidia-ctk cdi generate)"),
+    ],
+    "cdi_fresh": [
+        cause("cdi_stale_spec",
+              cause=("stale spec (driver changed): the spec was written for another driver or before the driver on "
+                     "the node was installed, so it names libraries and firmware of a driver that is gone"),
+              fix=(_CDI_FIX + "; after driver upgrades use playbooks/nvidia_driver_upgrade.yml, which regenerates it "
+                   "before uncordoning"),
+              source="NVIDIA/nvidia-container-toolkit issue 1895 (a spec left stale by a driver update)"),
+    ],
+    "cdi_paths": [
+        cause("cdi_missing_file",
+              cause=("the spec names a missing file: {missing} (a driver changed under the spec, or the driver "
+                     "install is incomplete); containers asking for the GPU fail to start"),
+              fix=(_CDI_FIX + " when the generator gives another one; if the spec is current, the driver itself "
+                   "lacks the file: reinstall the driver"),
+              source="NVIDIA/nvidia-container-toolkit issue 1895"),
+    ],
+    "cdi_engine": [
+        cause("cdi_engine_off",
+              cause=("the engine has CDI off (or does not scan the spec's folder): containerd 1.7 needs enable_cdi "
+                     "(2.x has it on unless a config turns it off), Docker needs features.cdi (25+), CRI-O needs "
+                     "the folder in cdi_spec_dirs"),
+              fix="run `ansible-playbook playbooks/container_runtime.yml --limit <host>` (it turns CDI on and "
+                  "restarts the engine)",
+              source="containerd v1.7.24 / v2.1.0 CRI config (enable_cdi, cdi_spec_dirs); Docker dockerd features.cdi"),
+    ],
+}
+
+
+def _cdi_row(check_id):
+    def run(seen, want, done):
+        _, engine, data = _engine(seen)
+        rows = [r for r in data.get("cdi_rows") or [] if r.get("id") == check_id]
+        if engine == "none" or not rows:
+            return None  # legacy mode, or a run that recorded no CDI state: nothing to say
+        row = rows[0]
+        evidence = {**(row.get("evidence") or {}), "engine": engine, "runtime_mode": data.get("runtime_mode")}
+        return {"ok": ok, "warn": warn, "failed": failed, "skipped": skipped}.get(row.get("status"), failed)(
+            row.get("summary") or "", **evidence)
+    return run
+
+
+for _cdi_id, _cdi_title in cdi.TITLES.items():
+    check(_cdi_id, _cdi_title, kinds=(GPU_NODE,), concerns=RUNTIME, causes=CDI_CAUSES[_cdi_id])(_cdi_row(_cdi_id))

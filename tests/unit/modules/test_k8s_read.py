@@ -1,0 +1,38 @@
+"""k8s_read module against a fake kubectl: every resource listed in every namespace, a kind the server does not
+serve said per resource, raw paths, and an API that is not ready said once."""
+
+from __future__ import annotations
+
+import json
+
+from kubectl_fake import answer, calls, install, items, run_module
+
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu1", "managedFields": [{"manager": "kubelet"}]},
+        "status": {"images": [{"names": ["big"]}], "allocatable": {"nvidia.com/gpu": "1"}}}
+
+
+def test_each_resource_is_listed_and_slimmed(tmp_path):
+    rules = [{"match": ["get", "--raw", "/readyz"], "answers": [answer("ok")]},
+             {"match": ["get", "nodes"], "answers": [answer(items(NODE))]},
+             {"match": ["get", "resourceslices.resource.k8s.io"], "answers": [
+                 answer(rc=1, stderr='error: the server doesn\'t have a resource type "resourceslices"\n')]},
+             {"match": ["get", "--raw", "/apis"], "answers": [answer(json.dumps({"groups": []}))]}]
+    args = {"resources": ["nodes", "resourceslices.resource.k8s.io"], "raw": ["/apis"], "api_host": "cp1",
+            "kubectl": str(install(tmp_path / "bin", rules)), "kubeconfig": "/fake/admin.conf"}
+    result = run_module("k8s_read", args, check=True)
+    assert result["status"] == "SUCCESS" and result["reachable"] is True
+    node = result["resources"]["nodes"]["items"][0]
+    assert "managedFields" not in node["metadata"] and "images" not in node["status"]
+    assert result["resources"]["resourceslices.resource.k8s.io"]["served"] is False
+    assert result["raw"]["/apis"]["json"] == {"groups": []}
+    listed = [c["argv"] for c in calls(tmp_path / "bin") if c["argv"][1] == "nodes"]
+    assert listed == [["get", "nodes", "--all-namespaces", "--output=json"]]
+
+
+def test_an_api_that_is_not_ready_is_said_once(tmp_path):
+    rules = [{"match": ["get"], "answers": [answer(rc=1, stderr="The connection to the server was refused\n")]}]
+    args = {"resources": ["nodes", "daemonsets.apps"], "kubectl": str(install(tmp_path / "bin", rules))}
+    result = run_module("k8s_read", args)
+    assert result["reachable"] is False and "connection to the server was refused" in result["error"]
+    assert "kubectl on the control machine" in result["error"] and "/etc/kubernetes/admin.conf" in result["error"]
+    assert len(calls(tmp_path / "bin")) == 1 and result["resources"] == {}
