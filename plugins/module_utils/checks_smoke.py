@@ -26,9 +26,10 @@ CHECK_MODE = "skipped: a check-mode run starts no container and creates no pod"
 _STATUS = {"ok": ok, "no_gpu": warn, "failed": failed, "skipped": skipped}
 
 
-def _causes(ids):
-    """The smoke's causes (smoke.CAUSES) as registered causes, matched on the result's ``cause``."""
-    return [cause(f"smoke_{key}", when={"cause": key}, cause=smoke.CAUSES[key][0], fix=smoke.CAUSES[key][1],
+def _causes(ids, prefix="smoke_"):
+    """The smoke's causes (smoke.CAUSES) as registered causes, matched on the result's ``cause``; ``prefix`` keeps
+    the ids unique across checks (a pod can fail for a cause the engine smoke names too)."""
+    return [cause(f"{prefix}{key}", when={"cause": key}, cause=smoke.CAUSES[key][0], fix=smoke.CAUSES[key][1],
                   source="docs/smoke.md") for key in ids]
 
 
@@ -65,7 +66,7 @@ def engine_smoke(seen, want, done):
 
 
 @check("pod_smoke", "a pod asking for the stack's GPU resource runs on the node and sees it", kinds=(GPU_NODE,),
-       concerns=POD_CONCERNS, causes=_causes(_POD_CAUSES + _ENGINE_CAUSES))
+       concerns=POD_CONCERNS, causes=_causes(_POD_CAUSES) + _causes(_ENGINE_CAUSES, "pod_smoke_"))
 def pod_smoke(seen, want, done):
     if "smoke" not in want:
         return None

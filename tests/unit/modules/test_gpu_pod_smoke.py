@@ -112,3 +112,32 @@ def test_a_pod_left_in_the_api_fails_the_smoke(tmp_path):
     result, _, _ = smoke(tmp_path, rules([[done]], log=log_text(H100_L), remaining=f"pod/{NAME}\n"), host=H100_HOST)
     assert result["status"] == "failed" and result["deleted"] is False and result["cause"] == "pod_not_deleted"
     assert result["summary"].endswith(f"the smoke pods could not be deleted (pod/{NAME})")
+
+
+DRA_NAME = "kgn-gpu-smoke-nvidia-dra-gpu-1"
+DRIVER_STATE = {"live": {"nvidia_smi": {"answered": True}, "gpu": {"gpu_present": True, "gpus": [
+    {"index": 0, "product_name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-0000-0000-0000-000000000000"}]}}}
+
+
+def test_a_dra_node_gets_its_gpu_through_a_claim_template_compared_with_the_recorded_gpus(tmp_path):
+    done = pod({"phase": "Succeeded"}, nodeName="gpu-1")
+    done["metadata"]["name"] = DRA_NAME
+    steps = rules([[done]], log=log_text(H100_L))
+    steps[1] = {"match": ["create"], "answers": [answer(f"resourceclaimtemplate.resource.k8s.io/{DRA_NAME}\n"
+                                                        f"pod/{DRA_NAME}\n")]}
+    result, argvs, logged = smoke(tmp_path, steps, stacks=["nvidia_dra"], resource_api="resource.k8s.io/v1beta1",
+                                  driver_state=DRIVER_STATE)
+    assert (result["status"], result["deleted"]) == ("ok", True), result
+    template, sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"]
+    assert (template["kind"], template["apiVersion"]) == ("ResourceClaimTemplate", "resource.k8s.io/v1beta1")
+    assert template["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]
+    assert sent["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": DRA_NAME}]
+    # the claim templates are deleted with the pods (and looked for as leftovers first)
+    deletes = [a for a in argvs if a[0] == "delete"]
+    assert len(deletes) == 2 and all(a[1] == "pods,resourceclaimtemplates.resource.k8s.io" for a in deletes)
+
+
+def test_a_dra_node_whose_resource_api_is_not_recorded_is_skipped_with_the_reason(tmp_path):
+    result, argvs, _ = smoke(tmp_path, rules([[]]), stacks=["nvidia_dra"])
+    assert result["status"] == "skipped" and argvs == []
+    assert "resource.k8s.io version is not recorded" in result["summary"]

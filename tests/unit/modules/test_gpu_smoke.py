@@ -100,3 +100,22 @@ def test_crio_is_skipped_for_the_pod_smoke(tmp_path, monkeypatch):
     result, folder = smoke(tmp_path, monkeypatch, {"smi": H100_HOST}, engine="crio")
     assert "CRI-O runs containers only through the CRI" in result["summary"]
     assert not [c for c in calls(folder) if c[0] in ("docker", "ctr") and "run" in c]
+
+
+def test_the_verify_module_runs_the_engine_smoke_on_the_gpu_node_it_reads(tmp_path, monkeypatch):
+    """How verify runs it: the gpu_node_verify module, in its one call per host, with the engine the action plugin
+    took from the recorded container_runtime plan (verify.engine_smoke_args)."""
+    node = {"smi": NO_GPU_HOST, "images": ["kgn-lab/gpu-smoke:local"], "runtime": "nvidia",
+            "run": {"out": printed("sh: 1: nvidia-smi: not found", rc=127)}}
+    folder = install(tmp_path / "bin", node)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    args = {"gpu_node": True, "device_plugin_dir": str(tmp_path), "engine_smoke": {"engine": "docker", "mode": "legacy"},
+            "smoke_image": "kgn-lab/gpu-smoke:local", "smoke_pull": False}
+    result = run_module("gpu_node_verify", args)
+    ran = result["observed"]["engine_smoke"]
+    assert (ran["status"], ran["cause"], result["changed"]) == ("failed", "no_device_injected", False), ran
+    assert ran["image"] == "kgn-lab/gpu-smoke:local" and state(folder)["containers"] == []
+    # without engine_smoke (off, check mode, a control plane) the module starts no container
+    quiet = run_module("gpu_node_verify", dict(args, engine_smoke={}))
+    assert "engine_smoke" not in quiet["observed"]
+    assert sum(1 for c in calls(folder) if c[:2] == ["docker", "run"]) == 1

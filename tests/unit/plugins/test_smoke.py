@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, smoke, smoke_pod
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, smoke, smoke_pod, verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog
 
@@ -304,8 +304,8 @@ def test_image_missing_timeout_and_check_mode():
 
 def test_every_stack_in_the_catalog_has_a_pod_spec_and_a_new_stack_needs_no_code():
     for name, entry in stack_catalog().items():
-        spec = smoke_pod.pod_spec(name, entry)
-        assert spec["limits"], name
+        spec = smoke_pod.pod_spec(name, entry, resource_api="resource.k8s.io/v1")
+        assert spec["limits"] or spec["claim"], name
     new = smoke_pod.pod_spec("future", {"resources": ["example.com/vgpu", "example.com/vgpu-mem"]})
     assert new["limits"] == {"example.com/vgpu": 1, "example.com/vgpu-mem": 1} and new["gpus"] == "required"
     assert smoke_pod.pod_spec("nvidia_device_plugin", stack_catalog()["nvidia_device_plugin"],
@@ -341,15 +341,21 @@ def test_long_node_names_make_valid_names_and_label_values():
 
 
 def test_a_dra_stack_gets_a_claim_template_and_a_pod_that_uses_it():
-    claim = {"api_version": "resource.k8s.io/v1", "device_class": "gpu.nvidia.com"}
-    entry = {"resources": [], "smoke": {"claim": claim}}
-    spec = smoke_pod.pod_spec("nvidia_dra", entry)
+    entry = stack_catalog()["nvidia_dra"]
+    spec = smoke_pod.pod_spec("nvidia_dra", entry, resource_api="resource.k8s.io/v1")
+    assert spec["limits"] == {} and spec["gpus"] == "required"
     template, pod = smoke_pod.pod_objects("gpu1", spec, "ubuntu:24.04")
     assert template["kind"] == "ResourceClaimTemplate" and template["apiVersion"] == "resource.k8s.io/v1"
     assert template["spec"]["spec"]["devices"]["requests"] == [
-        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+    assert template["metadata"]["labels"] == pod["metadata"]["labels"]  # deleted with the pod, by its selector
     assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": template["metadata"]["name"]}]
-    assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {}, "claims": [{"name": "gpu"}]}
+    # Kubernetes 1.32 serves only v1beta1, where the request names its class itself
+    beta = smoke_pod.pod_spec("nvidia_dra", entry, resource_api="resource.k8s.io/v1beta1")
+    (template, _) = smoke_pod.pod_objects("gpu1", beta, "ubuntu:24.04")
+    assert template["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert template["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]
 
 
 def test_the_scheduler_name_follows_the_stacks_plan():
@@ -467,18 +473,84 @@ def test_waiting_ends_early_only_when_nothing_can_change():
 # --- into verify ---------------------------------------------------------------------------------------
 
 
-def test_checks_and_the_report_cell():
-    engine = {"status": "no_gpu", "cause": "no_gpu_visible", "summary": "no GPU visible: ...", "engine": "docker"}
-    pod_result = {"status": "failed", "pods": [{"stack": "gpushare", "status": "failed", "cause": "pod_not_scheduled",
-                                                "summary": "Pending after 10 s: not scheduled"}], "deleted": True}
-    checks = smoke.smoke_checks(engine, pod_result)
-    assert [(c["id"], c["status"]) for c in checks] == [("engine_smoke", "warn"), ("pod_smoke", "failed")]
-    assert checks[0]["diagnosis"][0]["id"] == "smoke_no_gpu_visible"
-    assert checks[1]["summary"] == "gpushare: Pending after 10 s: not scheduled"
-    assert checks[1]["diagnosis"][0]["id"] == "smoke_pod_not_scheduled"
-    assert smoke.smoke_cell(checks) == "engine: no GPU visible; pod: FAILED (pod not scheduled)"
-    assert smoke.smoke_checks(None, None) == [] and smoke.smoke_cell([]) == "-"
-    ok = smoke.engine_check({"status": "ok", "cause": "", "summary": "1 GPU(s), as on the host"})
-    assert ok["diagnosis"] == [] and smoke.smoke_cell([ok]) == "engine: ok"
-    waived = dict(checks[1], status="warn", summary=checks[1]["summary"] + " (waived on this inventory)")
-    assert smoke.smoke_cell([waived]) == "pod: waived (pod not scheduled)"
+def _row(probe=None, pod=None, **settings):
+    base = {"host": "gpu1", "node_name": "gpu1", "kinds": ["gpu_node"], "stacks": ["gpushare"], "expect_gpu": False,
+            "engine_smoke": True, "pod_smoke": True}
+    return verify.verify_host(dict(base, **settings), {}, {"gpu_node": True, **(probe or {})}, None, None, pod)
+
+
+def _checks(row):
+    return {c["id"]: c for c in row["checks"]}
+
+
+NO_GPU_ENGINE = {"status": "no_gpu", "cause": "no_gpu_visible", "summary": "no GPU visible: ...", "engine": "docker"}
+NOT_SCHEDULED = {"status": "failed", "summary": "", "deleted": True, "api_host": "cp1",
+                 "pods": [{"stack": "gpushare", "status": "failed", "cause": "pod_not_scheduled",
+                           "summary": "Pending after 10 s: not scheduled"}]}
+
+
+def test_the_smoke_checks_are_registered_with_their_causes_and_fill_the_report_column():
+    row = _row({"engine_smoke": NO_GPU_ENGINE}, NOT_SCHEDULED)
+    found = _checks(row)
+    assert (found["engine_smoke"]["status"], found["pod_smoke"]["status"]) == ("warn", "failed")
+    assert [d["id"] for d in found["engine_smoke"]["diagnosis"]] == ["smoke_no_gpu_visible"]
+    assert [d["id"] for d in found["pod_smoke"]["diagnosis"]] == ["smoke_pod_not_scheduled"]
+    assert found["pod_smoke"]["summary"] == "gpushare: Pending after 10 s: not scheduled"
+    assert row["smoke"] == "engine: no GPU visible; pod: FAILED (pod not scheduled)"
+    assert row["verdict"] == "failed"
+    # a pod that fails for a cause the engine smoke names too is explained by the same words
+    mismatch = dict(NOT_SCHEDULED, pods=[dict(NOT_SCHEDULED["pods"][0], cause="gpu_mismatch")])
+    pod = _checks(_row({"engine_smoke": NO_GPU_ENGINE}, mismatch))["pod_smoke"]
+    assert [d["id"] for d in pod["diagnosis"]] == ["pod_smoke_gpu_mismatch"]
+    assert pod["diagnosis"][0]["cause"] == smoke.CAUSES["gpu_mismatch"][0]
+    ok = _row({"engine_smoke": {"status": "ok", "cause": "", "summary": "1 GPU(s), as on the host"}}, None,
+              pod_smoke=False)
+    assert ok["smoke"] == "engine: ok; pod: -" and _checks(ok)["engine_smoke"]["diagnosis"] == []
+
+
+def test_a_waived_or_switched_off_smoke_shows_a_dash_and_does_not_count():
+    waived = _row({"engine_smoke": {"status": "ok", "cause": "", "summary": "1 GPU(s)"}}, NOT_SCHEDULED,
+                  waived=["pod_smoke"])
+    assert _checks(waived)["pod_smoke"]["status"] == "waived"
+    unwaived = _row({"engine_smoke": {"status": "ok", "cause": "", "summary": "1 GPU(s)"}}, NOT_SCHEDULED)
+    assert unwaived["verdict"] == "failed" and waived["verdict"] == "degraded"  # degraded: no GPU on this host
+    assert waived["smoke"] == "engine: ok; pod: - (waived: pod not scheduled)"
+    off = _row({"engine_smoke": NO_GPU_ENGINE}, NOT_SCHEDULED, engine_smoke=False, pod_smoke=False)
+    assert {_checks(off)[k]["status"] for k in ("engine_smoke", "pod_smoke")} == {"skipped"}
+    assert off["smoke"] == "-"
+    assert _checks(off)["engine_smoke"]["summary"] == "skipped: off (gpu_node_verify_engine_smoke: false)"
+    # the same host with the smokes off is judged on everything else alone
+    assert off["verdict"] == _row({}, None, engine_smoke=False, pod_smoke=False)["verdict"]
+    check = _row({}, None, check_mode=True)
+    assert _checks(check)["engine_smoke"]["summary"].startswith("skipped: a check-mode run") and check["smoke"] == "-"
+    # on but not run (the API host was not reached): said, not failed
+    unrun = _checks(_row({}, None))
+    assert unrun["pod_smoke"]["status"] == "skipped" and "not run" in unrun["pod_smoke"]["summary"]
+    # no stack, no pod smoke line; a control plane has no smoke checks and "-" in the column
+    assert "pod_smoke" not in _checks(_row({}, None, stacks=[]))
+    plane = verify.verify_host({"host": "cp1", "kinds": ["control_plane"], "engine_smoke": True}, {}, {}, None)
+    assert "engine_smoke" not in _checks(plane) and plane["smoke"] == "-"
+
+
+def test_the_engine_smoke_runs_with_the_recorded_engine_and_mode_except_in_check_mode():
+    plan = {"engine": "containerd", "runtime_mode": "cdi", "cri_plugin": "io.containerd.cri.v1.runtime"}
+    settings = {"kinds": ["gpu_node"], "engine_smoke": True}
+    assert verify.engine_smoke_args(settings, plan) == {"engine": "containerd", "mode": "cdi",
+                                                        "cri_plugin": "io.containerd.cri.v1.runtime"}
+    assert verify.engine_smoke_args(dict(settings, check_mode=True), plan) == {}
+    assert verify.engine_smoke_args(dict(settings, engine_smoke=False), plan) == {}
+    assert verify.engine_smoke_args({"kinds": ["control_plane"], "engine_smoke": True}, plan) == {}
+    assert verify.engine_smoke_args(settings, {"engine": "none"}) == {}
+    assert verify.engine_smoke_args(settings, {"engine": "docker"})["mode"] == "legacy"
+
+
+def test_the_pod_smoke_compares_with_the_gpus_the_driver_module_recorded():
+    state = {"live": {"nvidia_smi": {"answered": True},
+                      "gpu": {"gpu_present": True, "gpus": [{"index": 0, "product_name": "NVIDIA H100 80GB HBM3",
+                                                              "uuid": "GPU-0"}]}}}
+    view = smoke.host_from_state(state)
+    assert view["present"] and view["listed"] and view["gpus"] == [
+        {"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0", "mig": []}]
+    silent = smoke.host_from_state({"live": {"nvidia_smi": {"answered": False}, "gpu": {"gpu_present": True}}})
+    assert silent["present"] and not silent["listed"] and silent["gpus"] == []
+    assert smoke.host_from_state({}) == {} and smoke.host_from_state(None) == {}
