@@ -203,7 +203,8 @@ for node in nodes:
     assert engine["status"] == status and [d["id"] for d in engine["diagnosis"]] == [f"smoke_{cause}"], engine
     assert engine["evidence"]["cleanup"]["gone"], engine["evidence"]
     # the lab's API server runs no scheduler: the pod stays Pending, is reported so (waived), and is deleted
-    assert pod["status"] == "warn" and "not scheduled" in pod["summary"], pod
+    assert pod["status"] == "waived" and "not scheduled" in pod["summary"], pod
+    assert rows[node]["smoke"].endswith("pod: - (waived: pod not scheduled)"), rows[node]["smoke"]
     assert pod["evidence"]["deleted"] and pod["evidence"]["pods"][0]["lifecycle"][-1]["what"] == "deleted", pod
 PY
 }
