@@ -20,7 +20,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.report import column
 
 ENGINE_CONCERNS = ("nvidia_driver", "nvidia_container_toolkit", "container_runtime")
-POD_CONCERNS = ENGINE_CONCERNS + ("node_labels", "stacks")
+POD_CONCERNS = (*ENGINE_CONCERNS, "node_labels", "stacks")
 CHECK_MODE = "skipped: a check-mode run starts no container and creates no pod"
 # the smoke's results -> the check's statuses (no GPU visible on a node without GPU degrades it, as gpu_present does)
 _STATUS = {"ok": ok, "no_gpu": warn, "failed": failed, "skipped": skipped}

@@ -2,7 +2,8 @@
 listing the GPUs it sees, compared with the host; and, when it does not get there, the cause.
 
 Pure (no node access, Python 3.6): the gpu_node_verify module (engine, on the node; also the gpu_smoke module) and
-the gpu_pod_smoke module (pod, on the API host) run what this plans and hand back what they read; everything here decides.
+the gpu_pod_smoke module (pod, on the API host) run what this plans and hand back what they read; everything here
+decides.
 
   engine_plan      the command lines of one engine smoke: the run per engine and runtime mode, the cleanup, the image
   parse_output     what the smoke workload printed (nvidia-smi -L, /dev, /proc/driver/nvidia, the environment)

@@ -270,8 +270,8 @@ def verify_observed(probe, states, api=None, run_failure=None, pod_smoke=None):
 def verify_expected(settings, states):
     """What one host should show: ``settings`` are the verify role's inputs (host, kinds, stacks, expect_gpu,
     waived, driver_version, extra_labels, labels_require_gpu, mig_layout, check_mode: whether the run is a check as
-    a whole, engine_smoke and pod_smoke: whether the smokes are on); what each stack brings comes from the stack catalog; the scheduler's variant, config file, flag,
-    health URL and extenders from its recorded plan."""
+    a whole, engine_smoke and pod_smoke: whether the smokes are on); what each stack brings comes from the stack
+    catalog; the scheduler's variant, config file, flag, health URL and extenders from its recorded plan."""
     if not isinstance(settings, dict):
         raise KgnError("verify_expected: settings must be a mapping")
     states = states or {}

@@ -109,8 +109,9 @@ def test_the_verify_module_runs_the_engine_smoke_on_the_gpu_node_it_reads(tmp_pa
             "run": {"out": printed("sh: 1: nvidia-smi: not found", rc=127)}}
     folder = install(tmp_path / "bin", node)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    args = {"gpu_node": True, "device_plugin_dir": str(tmp_path), "engine_smoke": {"engine": "docker", "mode": "legacy"},
-            "smoke_image": "kgn-lab/gpu-smoke:local", "smoke_pull": False}
+    args = {"gpu_node": True, "device_plugin_dir": str(tmp_path),
+            "engine_smoke": {"engine": "docker", "mode": "legacy"}, "smoke_image": "kgn-lab/gpu-smoke:local",
+            "smoke_pull": False}
     result = run_module("gpu_node_verify", args)
     ran = result["observed"]["engine_smoke"]
     assert (ran["status"], ran["cause"], result["changed"]) == ("failed", "no_device_injected", False), ran
