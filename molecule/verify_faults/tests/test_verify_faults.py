@@ -54,8 +54,9 @@ def test_healthy_report_lists_every_node_with_a_verdict(healthy):
         assert gpu["summary"] == "no NVIDIA GPU present on this node"
         assert check(healthy, host, "runtime_default")["status"] == "ok"
         assert check(healthy, host, "node_labels")["status"] == "ok"
+    # Debian's Docker 20.10 has no CDI: the legacy hook (nvidia-container-runtime as the default runtime)
     assert rows(healthy)[DOCKER]["runtime"].startswith("docker ") and rows(healthy)[DOCKER]["runtime"].endswith(
-        "(nvidia)"
+        "(nvidia, legacy)"
     )
     assert rows(healthy)[CONTAINERD]["runtime"].startswith("containerd ")
     assert rows(healthy)[CP]["scheduler"] == "v1beta3 (--config)"
