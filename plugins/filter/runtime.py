@@ -24,5 +24,4 @@ class FilterModule:
             "toml_parse": runtime.toml_parse,
             "toml_emit": runtime.toml_emit,
             "runtime_mode": runtime.runtime_mode,
-            "device_list_strategy": runtime.device_list_strategy,
         })

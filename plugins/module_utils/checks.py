@@ -233,14 +233,3 @@ def verdict(results):
         if status in statuses:
             return word
     return "ok"
-
-
-def version_matches(found, pinned):
-    """True when ``found`` (535.309.01 or a Debian version 1:535.309.01-1~deb12u1) is the pinned one."""
-    if not pinned:
-        return True
-    if not found:
-        return False
-    found, pinned = str(found).split(":", 1)[-1], str(pinned)  # drop a Debian epoch
-    # a branch pin ("535") matches any 535.x; a full pin matches its Debian revisions (-1~deb12u1)
-    return found == pinned or found.startswith((pinned + "-", pinned + "~", pinned + "."))

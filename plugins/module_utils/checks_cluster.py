@@ -39,7 +39,7 @@ DEVICE_PLUGIN_SOCKET_CAUSES = [
                  "DaemonSet is not deployed, its pod is not scheduled here (nodeSelector/tolerations),"
                  " or it is crash-looping"),
           fix=("`kubectl -n kube-system get pods -o wide` for the plugin pod on this node and read its"
-               " logs; re-run playbooks/gpu_stacks.yml if the DaemonSet is missing"),
+               " logs; re-run playbooks/gpu_sharing_stacks.yml if the DaemonSet is missing"),
           source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
                   "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/")),
 ]
@@ -114,7 +114,7 @@ NODE_LABELS_CAUSES = [
           cause=("label(s) {missing} missing on node {node_name}: removed by hand (`kubectl label node"
                  " ... key-`), or the node object was re-created (labels set through the API are lost "
                  "when a node re-registers)"),
-          fix=("re-run playbooks/gpu_labels.yml (or `kubectl label node {node_name} <key>=<value>`); "
+          fix=("re-run playbooks/gpu_node_labels.yml (or `kubectl label node {node_name} <key>=<value>`); "
                "to survive re-registration also pass them to kubelet with --node-labels "
                "(gpu_node_labels role option)"),
           source=("docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare (kubectl label node <node> "
@@ -122,7 +122,7 @@ NODE_LABELS_CAUSES = [
                   "https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/")),
     cause("label_wrong", fallback=True,
           cause="label value(s) differ from what the stacks select on: {wrong}",
-          fix="re-run playbooks/gpu_labels.yml (it overwrites the project's labels only)",
+          fix="re-run playbooks/gpu_node_labels.yml (it overwrites the project's labels only)",
           source=("https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/ "
                   "(nodeSelector); docs/stacks.md")),
 ]
@@ -201,7 +201,7 @@ NODE_ANNOTATIONS_CAUSES = [
     cause("hami_not_registered_label", when={"labels_missing": True},
           cause=("HAMi's device plugin did not register this node's GPUs ({absent} missing): its "
                  "DaemonSet selects nodes labelled gpu=on and this node lacks the label"),
-          fix="fix \"expected node labels present\" first (playbooks/gpu_labels.yml)",
+          fix="fix \"expected node labels present\" first (playbooks/gpu_node_labels.yml)",
           source="HAMi README, Install (label the GPU nodes gpu=on); docs/stacks.md (hami)"),
     cause("hami_not_registered", fallback=True,
           cause=("{absent} is missing on node {node_name}: HAMi's device plugin is not running there, "

@@ -30,14 +30,14 @@ def _scheduler(seen, want):
 SCHEDULER_CONFIG_CAUSES = [
     cause("scheduler_config_missing", when={"exists": False},
           cause="{path} does not exist: it was removed, or the scheduler play never ran on this host",
-          fix=("re-run playbooks/kube_scheduler.yml (writes it, patches the scheduler, health-checks, "
+          fix=("re-run playbooks/kube_scheduler_extender.yml (writes it, patches the scheduler, health-checks, "
                "rolls back on failure)"),
           source=("docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare; "
                   "https://kubernetes.io/docs/reference/scheduling/config/")),
     cause("scheduler_config_extenders", fallback=True,
           cause=("{path} does not list the extender(s) ending in {expected_paths} (has: "
                  "{extender_urls}): edited by hand or replaced"),
-          fix="re-run playbooks/kube_scheduler.yml",
+          fix="re-run playbooks/kube_scheduler_extender.yml",
           source=("docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare; "
                   "https://github.com/AliyunContainerService/gpushare-scheduler-extender/blob/master/docs/install.md")),
 ]
@@ -75,14 +75,14 @@ SCHEDULER_FLAG_CAUSES = [
                  "serve (apiVersion removed, `enableHttps` instead of `enableHTTPS` in a "
                  "KubeSchedulerConfiguration) or its unit/pod failed"),
           fix=("read `journalctl -u kube-scheduler` or the static pod's log; re-run "
-               "playbooks/kube_scheduler.yml"),
+               "playbooks/kube_scheduler_extender.yml"),
           source=("docs/versions.md Observed and A3 [PR-91625] (strict decoding, enableHTTPS and never"
                   " enableHttps)")),
     cause("scheduler_never_configured", when={"persisted_ok": False, "config_exists": False, "running": True},
           cause=("kube-scheduler runs without {flag} and the config file does not exist either: the "
                  "scheduler play has not run on this host yet (or both were removed), so the extender "
                  "is unknown to the scheduler"),
-          fix="run playbooks/kube_scheduler.yml (site.yml) for this host",
+          fix="run playbooks/kube_scheduler_extender.yml (site.yml) for this host",
           source=("https://kubernetes.io/docs/reference/scheduling/config/ (extenders); "
                   "docs/scheduler-versions.md")),
     cause("scheduler_flag_removed_systemd", when={"persisted_ok": False, "style": "systemd", "config_exists": True},
@@ -90,7 +90,7 @@ SCHEDULER_FLAG_CAUSES = [
                  "the unit was regenerated (a kubeasz `ezctl setup`/upgrade rewrites "
                  "kube-scheduler.service); kube-scheduler ignores the extender from its next restart "
                  "on"),
-          fix=("re-run playbooks/kube_scheduler.yml (patches the unit, daemon-reload, restart, health "
+          fix=("re-run playbooks/kube_scheduler_extender.yml (patches the unit, daemon-reload, restart, health "
                "check, rollback on failure)"),
           source=("docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare; docs/versions.md A5 "
                   "[KUBEASZ]")),
@@ -98,7 +98,7 @@ SCHEDULER_FLAG_CAUSES = [
           cause=("{flag} was removed from {persisted_path}: edited by hand, or `kubeadm upgrade` "
                  "regenerated the static pod manifest (it only keeps flags given in "
                  "ClusterConfiguration scheduler.extraArgs)"),
-          fix=("re-run playbooks/kube_scheduler.yml; to survive upgrades also put the flag and its "
+          fix=("re-run playbooks/kube_scheduler_extender.yml; to survive upgrades also put the flag and its "
                "volume in kubeadm's ClusterConfiguration (scheduler.extraArgs / extraVolumes)"),
           source=("docs/versions.md A5 [WEB-KUBEADM-FLAGS], "
                   "https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/control-plane-flags/")),
@@ -112,7 +112,7 @@ SCHEDULER_FLAG_CAUSES = [
                   "pods, https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/")),
     cause("scheduler_flag_other", fallback=True,
           cause="kube-scheduler does not run with {flag}: {summary}",
-          fix="re-run playbooks/kube_scheduler.yml",
+          fix="re-run playbooks/kube_scheduler_extender.yml",
           source="docs/versions.md A5"),
 ]
 
@@ -154,7 +154,7 @@ SCHEDULER_HEALTH_CAUSES = [
                  "port/scheme than its version's (https 10259 from 1.23, where the insecure http 10251"
                  " is gone)"),
           fix=("check the scheduler's --secure-port/--bind-address and its log; re-run "
-               "playbooks/kube_scheduler.yml"),
+               "playbooks/kube_scheduler_extender.yml"),
           source=("docs/versions.md A5, health ports per version [PR-69663] [CHANGELOG-1.23] "
                   "[CHANGELOG-1.24]")),
 ]
@@ -181,7 +181,7 @@ EXTENDER_REACHABLE_CAUSES = [
                  " which does not serve NodePorts on the loopback address"),
           fix=("point the extender at the node's own IP (http://<node-ip>:32766/gpushare-scheduler, as"
                " the kubeasz reference cluster does) or at the Service's cluster IP, then re-run "
-               "playbooks/kube_scheduler.yml"),
+               "playbooks/kube_scheduler_extender.yml"),
           source=("https://github.com/kubernetes/kubernetes/issues/56320; docs/field-notes.md, kubeasz"
                   " 1.23 with Aliyun gpushare (extender at the node IP)")),
     cause("extender_loopback_localnet", when={"loopback": True, "route_localnet": False},
@@ -197,7 +197,7 @@ EXTENDER_REACHABLE_CAUSES = [
                  "Deployment/Service is not running, or its NodePort differs from the URL; pods asking"
                  " for the stack's resource stay Pending"),
           fix=("`kubectl -n kube-system get pods,svc -o wide | grep -e schd-extender -e "
-               "gpu-scheduler`; re-run playbooks/gpu_stacks.yml; check the NodePort matches the URL in"
+               "gpu-scheduler`; re-run playbooks/gpu_sharing_stacks.yml; check the NodePort matches the URL in"
                " the scheduler config"),
           source=("docs/field-notes.md, gpushare design with a Policy file and MPS; "
                   "https://github.com/AliyunContainerService/gpushare-scheduler-extender/issues/22")),
@@ -233,13 +233,13 @@ STACK_ARGS_CAUSES = [
           cause=("{daemonset} runs without {arg}: the unit of aliyun.com/gpu-mem is then the plugin's "
                  "built-in default instead of the GiB the extender and the samples use (the reference "
                  "cluster runs it with --memory-unit=GiB)"),
-          fix=("add `--memory-unit=GiB` to the DaemonSet's args (playbooks/gpu_stacks.yml renders it) "
+          fix=("add `--memory-unit=GiB` to the DaemonSet's args (playbooks/gpu_sharing_stacks.yml renders it) "
                "and re-apply"),
           source=("https://github.com/AliyunContainerService/gpushare-scheduler-extender/issues/141; "
                   "docs/field-notes.md, gpushare design with a Policy file and MPS")),
     cause("stack_not_deployed", fallback=True,
           cause="the {stack} DaemonSet {daemonset} is not deployed",
-          fix="re-run playbooks/gpu_stacks.yml",
+          fix="re-run playbooks/gpu_sharing_stacks.yml",
           source="docs/stacks.md (what each stack deploys)"),
 ]
 
@@ -272,7 +272,7 @@ OWN_SCHEDULER_READY_CAUSES = [
     cause("own_scheduler_missing", when={"deployed": False},
           cause=("the {stack} scheduler Deployment {deployment} is not deployed, so no pod asking for "
                  "its resources is placed"),
-          fix="re-run playbooks/gpu_stacks.yml",
+          fix="re-run playbooks/gpu_sharing_stacks.yml",
           source="docs/stacks.md (hami)"),
     cause("own_scheduler_not_ready", fallback=True,
           cause=("{namespace}/{deployment} has no ready pod: its extender does not answer /healthz on "
@@ -318,14 +318,14 @@ WEBHOOK_REGISTERED_CAUSES = [
           cause=("the MutatingWebhookConfiguration {webhook} is not registered: pods asking for the "
                  "stack's resources keep the default scheduler and are not placed by the stack's "
                  "scheduler"),
-          fix="re-run playbooks/gpu_stacks.yml",
+          fix="re-run playbooks/gpu_sharing_stacks.yml",
           source="HAMi charts/hami/templates/scheduler/webhook.yaml; docs/stacks.md (hami)"),
     cause("webhook_no_ca", fallback=True,
           cause=("{webhook} has no caBundle, so the API server cannot call it and (failurePolicy "
                  "Ignore) creates pods unchanged: the hami-admission-patch Job has not run since the "
                  "webhook was (re)created"),
           fix=("`kubectl -n kube-system delete job hami-admission-patch` and re-run "
-               "playbooks/gpu_stacks.yml (the Job runs again and patches the CA in)"),
+               "playbooks/gpu_sharing_stacks.yml (the Job runs again and patches the CA in)"),
           source=("HAMi charts/hami/templates/scheduler/job-patch/job-patchWebhook.yaml; "
                   "docs/stacks.md (hami)")),
 ]

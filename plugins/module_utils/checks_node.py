@@ -10,9 +10,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
     failed,
     ok,
     skipped,
-    version_matches,
     warn,
 )
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import driver_version_matches
 
 DRIVER_GUIDE = "NVIDIA driver installation guide, https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
 DRIVER = ("nvidia_driver",)
@@ -76,7 +76,7 @@ def driver_package(seen, want, done):
     if adopted:
         found = adopted.get("version") or "version unknown"
         where = adopted.get("library") or adopted.get("nvidia_smi") or "the loaded kernel module"
-        fits = not pinned or version_matches(found, pinned)
+        fits = not pinned or driver_version_matches(found, pinned)
         return (ok if fits else failed)(
             f"adopted: driver {found} ({where}), installed outside the packages and kept; the packages that would "
             "replace it are blocked" + ("" if fits else f"; pinned {pinned}"),
@@ -88,10 +88,34 @@ def driver_package(seen, want, done):
     if not package:
         return failed(f"no NVIDIA driver package installed (pinned {pinned})", installed=None, pinned=pinned,
                       package=gpu.get("package_name"))
-    if version_matches(package, pinned):
+    if driver_version_matches(package, pinned):
         return ok(f"{gpu.get('package_name') or 'driver'} {package} installed", installed=package, pinned=pinned)
     return failed(f"installed {package}, pinned {pinned}", installed=package, pinned=pinned,
                   package=gpu.get("package_name"))
+
+
+DRIVER_SUPPORT_CAUSES = [
+    cause("support_ending", status="warn",
+          cause="{warnings}",
+          fix=("move the node to a supported OS release or driver branch (docs/driver-branches.md has the table); "
+               "install the named kernel's headers so DKMS builds the module before that kernel boots"),
+          source=("NVIDIA, Supported Drivers and CUDA Toolkit Versions, https://docs.nvidia.com/datacenter/tesla/drivers/"
+                  "supported-drivers-and-cuda-toolkit-versions.html")),
+]
+
+
+@check("driver_support", "OS, driver branch and kernels supported", kinds=(GPU_NODE,), concerns=DRIVER,
+       causes=DRIVER_SUPPORT_CAUSES)
+def driver_support(seen, want, done):
+    """What the driver plan warned of on this run: it works today, but not for long (end of life) or not after the
+    next reboot (a kernel without the module)."""
+    gpu = seen.get("gpu") or {}
+    if not gpu.get("state_read", True):
+        return None
+    said = gpu.get("support_warnings") or []
+    if said:
+        return warn("; ".join(said), warnings="; ".join(said))
+    return ok("OS release, driver branch and installed kernels are supported")
 
 
 def _no_gpu(gpu):
@@ -212,7 +236,7 @@ def nvidia_smi(seen, want, done):
         first = (smi.get("error") or "no output").strip().splitlines()
         return failed(f"nvidia-smi failed: {first[0] if first else ''}", **evidence)
     evidence["smi_driver_version"] = gpus[0].get("driver_version") or ""
-    if version_matches(evidence["smi_driver_version"], pinned):
+    if driver_version_matches(evidence["smi_driver_version"], pinned):
         return ok(f"driver {evidence['smi_driver_version']}, {len(gpus)} GPU(s)", **evidence)
     return failed(f"nvidia-smi reports driver {evidence['smi_driver_version']}, pinned {pinned}", **evidence)
 

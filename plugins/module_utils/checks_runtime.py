@@ -47,7 +47,7 @@ RUNTIME_BINARY_CAUSES = [
           cause=("{binary} does not exist, so every container {engine} starts with the nvidia runtime "
                  "fails ('exec: \"nvidia-container-runtime\": executable file not found in $PATH'): "
                  "removed by hand, or its package was removed"),
-          fix=("re-run playbooks/container_runtime.yml for this host: the nvidia_container_toolkit "
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host: the nvidia_container_toolkit "
                "role finds the package's missing file (dpkg --verify / rpm -V) and reinstalls it at "
                "its pinned version"),
           source=("NVIDIA Container Toolkit install guide, "
@@ -56,7 +56,7 @@ RUNTIME_BINARY_CAUSES = [
           cause=("{binary} exists but does not run ({binary_error}): a broken install or a missing "
                  "library"),
           fix=("reinstall the NVIDIA container toolkit package (re-run "
-               "playbooks/container_runtime.yml); run `{binary} --version` on the node to see the "
+               "playbooks/nvidia_container_runtime.yml); run `{binary} --version` on the node to see the "
                "error"),
           source="https://github.com/NVIDIA/nvidia-container-toolkit"),
 ]
@@ -81,7 +81,7 @@ RUNTIME_REGISTERED_CAUSES = [
     cause("engine_stopped", when={"active": False},
           cause=("{engine} is not running ({service}): every pod on this node, GPU or not, fails to "
                  "start. Stopped by hand, or it crashed (its journal says why)"),
-          fix=("re-run playbooks/container_runtime.yml for this host: it starts the engine again and "
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host: it starts the engine again and "
                "checks it answers with nvidia as its default; if it does not start, read `journalctl "
                "-u {engine}`"),
           source="https://kubernetes.io/docs/setup/production-environment/container-runtimes/"),
@@ -104,7 +104,7 @@ RUNTIME_REGISTERED_CAUSES = [
           cause=("Docker has no nvidia runtime (runtimes: {runtimes}): /etc/docker/daemon.json lacks a"
                  " \"runtimes\" entry named \"nvidia\", or nvidia-container-toolkit (nvidia-docker2 for "
                  "Docker < 19.03) is not installed"),
-          fix=("re-run playbooks/container_runtime.yml for this host (merges the nvidia runtime into "
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host (merges the nvidia runtime into "
                "daemon.json, keeps your keys, restarts docker); by hand: `nvidia-ctk runtime configure"
                " --runtime=docker --set-as-default`"),
           source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; docs/versions.md "
@@ -115,7 +115,7 @@ RUNTIME_REGISTERED_CAUSES = [
                  " (a backup of {config_path} still has it): edited by hand, or the file was rewritten"
                  " by another installer (`containerd config default > {config_path}`, a "
                  "kubeadm/kubespray/k3s run, a package upgrade)"),
-          fix=("re-run playbooks/container_runtime.yml for this host: it merges the nvidia runtime "
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host: it merges the nvidia runtime "
                "back (keeping the rest of the file), restarts containerd and checks it; then restart "
                "the device plugin pod on this node"),
           source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
@@ -126,7 +126,7 @@ RUNTIME_REGISTERED_CAUSES = [
                  "file was rewritten by another installer (`containerd config default > {config_path}`"
                  " drops the `imports` line, as do kubeadm/kubespray/k3s runs and package upgrades) or"
                  " edited by hand"),
-          fix=("re-run playbooks/container_runtime.yml for this host: it adds the import back (keeping"
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host: it adds the import back (keeping"
                " the rest of the file), restarts containerd and checks it; then restart the device "
                "plugin pod on this node"),
           source=("containerd config imports, "
@@ -139,7 +139,7 @@ RUNTIME_REGISTERED_CAUSES = [
                  "runtime (runtimes: {runtimes}): the runtime was removed from {config_path} by hand, "
                  "or the file was rewritten by another installer (`containerd config default > "
                  "{config_path}`, a kubeadm/kubespray/k3s run, a package upgrade)"),
-          fix=("re-run playbooks/container_runtime.yml for this host: it merges the nvidia runtime "
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host: it merges the nvidia runtime "
                "back (keeping the rest of the file), restarts containerd and checks it; then restart "
                "the device plugin pod on this node"),
           source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
@@ -149,7 +149,7 @@ RUNTIME_REGISTERED_CAUSES = [
           when={"engine": "containerd", "answered": True, "toolkit_installed": {"not": True}}, fallback=True,
           cause=("containerd has no nvidia runtime (runtimes: {runtimes}): {config_path} was never "
                  "configured for it, or another installer replaced it"),
-          fix=("re-run playbooks/container_runtime.yml (or `nvidia-ctk runtime configure "
+          fix=("re-run playbooks/nvidia_container_runtime.yml (or `nvidia-ctk runtime configure "
                "--runtime=containerd --set-as-default`)"),
           source=("NVIDIA Container Toolkit install guide (configuring containerd), "
                   "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html")),
@@ -187,7 +187,7 @@ RUNTIME_DEFAULT_CAUSES = [
                  "NVML: could not load NVML library. If this is a GPU node, did you set the docker "
                  "default runtime to `nvidia`?\" and the node advertises no GPU"),
           fix=("set \"default-runtime\": \"nvidia\" in /etc/docker/daemon.json (re-run "
-               "playbooks/container_runtime.yml, which merges it and keeps your other keys), restart "
+               "playbooks/nvidia_container_runtime.yml, which merges it and keeps your other keys), restart "
                "docker, then delete the device plugin pod on this node (`kubectl -n kube-system delete"
                " pod <device-plugin pod>`) so it starts again under nvidia"),
           source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
@@ -195,14 +195,14 @@ RUNTIME_DEFAULT_CAUSES = [
     cause("docker_default_without_runtime", when={"engine": "docker", "nvidia_registered": False},
           cause=("Docker's default runtime is \"{default_runtime}\" and the nvidia runtime is not even "
                  "registered"),
-          fix="fix \"nvidia runtime registered\" first (playbooks/container_runtime.yml sets both)",
+          fix="fix \"nvidia runtime registered\" first (playbooks/nvidia_container_runtime.yml sets both)",
           source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; docs/versions.md "
                   "B2")),
     cause("containerd_default_not_nvidia", when={"engine": "containerd"},
           cause=("containerd's CRI default_runtime_name is \"{default_runtime}\", not nvidia: "
                  "{config_path} was changed by hand or rewritten by another installer (a fresh "
                  "`containerd config default` sets runc)"),
-          fix=("re-run playbooks/container_runtime.yml for this host (sets default_runtime_name = "
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host (sets default_runtime_name = "
                "\"nvidia\" and keeps the rest), then restart the device plugin pod on this node"),
           source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
                   "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
@@ -210,7 +210,7 @@ RUNTIME_DEFAULT_CAUSES = [
     cause("crio_default_not_nvidia", when={"engine": "crio"},
           cause=("CRI-O's default_runtime is \"{default_runtime}\", not nvidia (drop-in missing or "
                  "overridden)"),
-          fix=("re-run playbooks/container_runtime.yml (writes the /etc/crio/crio.conf.d drop-in) and "
+          fix=("re-run playbooks/nvidia_container_runtime.yml (writes the /etc/crio/crio.conf.d drop-in) and "
                "restart crio"),
           source=("NVIDIA Container Toolkit install guide (configuring CRI-O), "
                   "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html;"
@@ -237,7 +237,7 @@ RUNTIME_CURRENT_CAUSES = [
           cause=("{engine} was started before {stale_files} last changed, so it does not run them yet:"
                  " a run stopped between writing the file and restarting the engine, or someone edited"
                  " it by hand"),
-          fix=("re-run playbooks/container_runtime.yml for this host (it restarts the engine and "
+          fix=("re-run playbooks/nvidia_container_runtime.yml for this host (it restarts the engine and "
                "checks it)"),
           source="docs/architecture.md (a change is done only when it is live)"),
 ]
@@ -259,7 +259,7 @@ def runtime_current(seen, want, done):
 
 # --- CDI mode: the node's spec (module_utils/cdi.py makes the rows from the live node in the container_runtime
 # module; a check here only passes its row on, with the causes that explain it) -----------------------------------
-_CDI_FIX = "run `ansible-playbook playbooks/container_runtime.yml --limit <host>` (it regenerates the spec)"
+_CDI_FIX = "run `ansible-playbook playbooks/nvidia_container_runtime.yml --limit <host>` (it regenerates the spec)"
 CDI_CAUSES = {
     "cdi_spec": [
         cause("cdi_no_spec", when={"missing": True},
@@ -301,7 +301,7 @@ CDI_CAUSES = {
               cause=("the engine has CDI off (or does not scan the spec's folder): containerd 1.7 needs enable_cdi "
                      "(2.x has it on unless a config turns it off), Docker needs features.cdi (25+), CRI-O needs "
                      "the folder in cdi_spec_dirs"),
-              fix="run `ansible-playbook playbooks/container_runtime.yml --limit <host>` (it turns CDI on and "
+              fix="run `ansible-playbook playbooks/nvidia_container_runtime.yml --limit <host>` (it turns CDI on and "
                   "restarts the engine)",
               source="containerd v1.7.24 / v2.1.0 CRI config (enable_cdi, cdi_spec_dirs); Docker dockerd features.cdi"),
     ],

@@ -482,8 +482,9 @@ def switch_plan(node, before, after, gpu_pods=(), cluster_stacks=()):
                 "add": [], "done": True}
     if "nvidia_dra" not in (cluster_stacks or []):
         raise KgnError(f"{node}: nvidia_dra is not deployed in the cluster (the control plane's gpu_sharing_stacks is "
-                       f"{list(cluster_stacks or [])}); add nvidia_dra there and run playbooks/gpu_stacks.yml first, "
-                       f"so the DRA kubelet plugin can start on the node once it is switched. Nothing was changed.")
+                       f"{list(cluster_stacks or [])}); add nvidia_dra there and run playbooks/gpu_sharing_stacks.yml "
+                       f"first, so the DRA kubelet plugin can start on the node once it is switched. Nothing was "
+                       f"changed.")
     drain = bool(gpu_pods)
     steps = [s for s in SWITCH_STEPS if s != "drain" or drain]
     return {"node": node, "steps": steps, "drain": drain, "gpu_pods": sorted(gpu_pods),

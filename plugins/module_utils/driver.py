@@ -13,12 +13,20 @@ import functools
 import os
 import re
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import lifecycle
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_choice import (
+    AUTO,
+    adopted_choice,
+    choose_branch,
+    choose_flavour,
+    gpu_needs,
+)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_kernels import kernel_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import (
+    driver_version_matches,
     nvidia_apt_missing_components,
     nvidia_apt_unmet,
-    nvidia_branch_supports_gpu,
-    nvidia_gpu_info,
     nvidia_pin_package,
     nvidia_upstream_version,
 )
@@ -26,13 +34,17 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import (
 HEADER = "# Written by kube-gpu-nodes (nvidia_driver).\n"
 SOURCES = ("distro", "cuda_repo", "runfile")
 KERNEL_MODULES = ("proprietary", "open")
+# Every branch NVIDIA's lifecycle page names, and the ones after it seen in NVIDIA's repositories (590, 620):
+# what the CUDA repository can offer (driver_choice picks among them by lifecycle and GPU).
+KNOWN_BRANCHES = sorted(set(lifecycle.BRANCHES) | set(lifecycle.ENDED) | {"590", "620"}, key=int)
 # What to do with a driver already on the node: adopt one no package of ours owns (auto), always keep what
 # is there (adopt), or always install the packages (install).
 EXISTING = ("auto", "adopt", "install")
 
 # Every platform the role installs on, keyed "<distribution>-<major version>". Debian has one driver
-# branch per release (bookworm R535, trixie R550); Ubuntu ships several -server branches; RHEL uses
-# NVIDIA's CUDA repository with the nvidia-driver dnf module.
+# branch per release (bookworm R535, trixie R550); Ubuntu ships several -server branches, each in the
+# archive component it is published in; RHEL uses NVIDIA's CUDA repository (dnf module streams on EL 8
+# and 9, a versionlock on the branch on EL 10, which has no modules). Sources: docs/driver-branches.md.
 _DEBIAN_PACKAGES = {
     # libcuda1 and the PTX JIT are only Recommends of nvidia-driver, but containers need them (the
     # container toolkit mounts the host's libcuda): named explicitly for --no-install-recommends.
@@ -49,45 +61,63 @@ _UBUNTU_PACKAGES = {
              "nvidia-compute-utils-{branch}-server"],
 }
 _APT_CUDA_PACKAGES = {"proprietary": ["cuda-drivers-{branch}"], "open": ["nvidia-open-{branch}"]}
+# From branch 590 NVIDIA's Ubuntu packages drop the branch from their names (driver installation guide,
+# "Recent Updates": "Ubuntu 590 and later packages"); the apt pin holds the branch and version.
+_APT_CUDA_PACKAGES_590 = {"proprietary": ["cuda-drivers"], "open": ["nvidia-open"]}
+CUDA_UNSUFFIXED_FROM = 590
 _RPM_CUDA_PACKAGES = {"proprietary": ["nvidia-driver", "nvidia-driver-cuda", "nvidia-persistenced"],
                       "open": ["nvidia-open", "nvidia-driver-cuda", "nvidia-persistenced"]}
 # The driver's components: the non-free ones in non-free, firmware-nvidia-gsp in non-free-firmware,
 # nvidia-persistenced and nvidia-open-kernel-dkms in contrib.
 _DEBIAN_COMPONENTS = ["contrib", "non-free", "non-free-firmware"]
+# The -server source packages per Ubuntu release and the archive component each is in (packages.ubuntu.com,
+# source pages nvidia-graphics-drivers-<branch>-server of each suite). On 22.04 and 24.04 R595 is published in
+# multiverse; on 26.04 in restricted. 535-server and 570-server on 26.04 are transitional packages of 580-server.
+_RESTRICTED = ["restricted"]
+_UBUNTU_BRANCHES = {
+    "focal": {"535": _RESTRICTED, "550": _RESTRICTED, "570": _RESTRICTED, "580": _RESTRICTED},
+    "jammy": {"535": _RESTRICTED, "550": _RESTRICTED, "570": _RESTRICTED, "580": _RESTRICTED, "590": _RESTRICTED,
+              "595": ["multiverse"]},
+    "noble": {"535": _RESTRICTED, "550": _RESTRICTED, "570": _RESTRICTED, "580": _RESTRICTED, "590": _RESTRICTED,
+              "595": ["multiverse"]},
+    "resolute": {"580": _RESTRICTED, "595": _RESTRICTED},
+}
 
 
-def _debian(codename: str, branch: str, cuda_distro: str) -> dict:
+def _debian(codename: str, branch: str, cuda_distro: str, cuda_first: str) -> dict:
     return {
         "family": "debian", "codename": codename, "mirror": "debian",
         "suites": [codename, f"{codename}-updates", f"{codename}-security"],
-        "components": {"proprietary": _DEBIAN_COMPONENTS, "open": _DEBIAN_COMPONENTS},
-        "distro_branches": [branch], "distro_packages": _DEBIAN_PACKAGES, "version_package": "nvidia-driver",
+        "distro_branches": {branch: _DEBIAN_COMPONENTS}, "distro_packages": _DEBIAN_PACKAGES,
+        "version_package": "nvidia-driver",
         # built from another source package, so it has its own version: installed unpinned
         "unpinned_packages": ["nvidia-persistenced"],
         "keyring": "/usr/share/keyrings/debian-archive-keyring.gpg",
-        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _APT_CUDA_PACKAGES,
+        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _APT_CUDA_PACKAGES, "cuda_repo_first_branch": cuda_first,
+        "cuda_repo_key": "3bf863cc.pub",
         "headers_package": "linux-headers-{kernel}", "initramfs_command": ["update-initramfs", "-u"],
     }
 
 
-def _ubuntu(codename: str, cuda_distro: str) -> dict:
+def _ubuntu(codename: str, cuda_distro: str, cuda_first: str) -> dict:
     return {
         "family": "debian", "codename": codename, "mirror": "ubuntu",
         "suites": [codename, f"{codename}-updates", f"{codename}-security"],
-        "components": {"proprietary": ["restricted"], "open": ["restricted"]},
-        "distro_branches": ["535", "550", "570", "580"], "distro_packages": _UBUNTU_PACKAGES,
+        "distro_branches": _UBUNTU_BRANCHES[codename], "distro_packages": _UBUNTU_PACKAGES,
         "version_package": "nvidia-utils-{branch}-server", "unpinned_packages": [],
         "keyring": "/usr/share/keyrings/ubuntu-archive-keyring.gpg",
-        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _APT_CUDA_PACKAGES,
+        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _APT_CUDA_PACKAGES, "cuda_repo_first_branch": cuda_first,
+        "cuda_repo_key": "3bf863cc.pub", "cuda_unsuffixed_from": CUDA_UNSUFFIXED_FROM,
         "headers_package": "linux-headers-{kernel}", "initramfs_command": ["update-initramfs", "-u"],
     }
 
 
-def _redhat(cuda_distro: str) -> dict:
+def _redhat(cuda_distro: str, cuda_first: str, key: str = "D42D0685.pub") -> dict:
     return {
-        "family": "redhat", "suites": [], "components": {}, "distro_branches": [], "distro_packages": {},
+        "family": "redhat", "suites": [], "distro_branches": {}, "distro_packages": {},
         "version_package": "nvidia-driver", "unpinned_packages": [], "keyring": "",
-        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _RPM_CUDA_PACKAGES,
+        "cuda_repo_distro": cuda_distro, "cuda_repo_packages": _RPM_CUDA_PACKAGES, "cuda_repo_first_branch": cuda_first,
+        "cuda_repo_key": key,
         "dnf_module_stream": {"proprietary": "{branch}-dkms", "open": "{branch}-open"},
         "versionlock_patterns": ["nvidia-*", "kmod-nvidia-*", "libnvidia-*", "dkms-nvidia"],
         "headers_package": "kernel-devel-{kernel}", "initramfs_command": ["dracut", "-f"],
@@ -98,20 +128,27 @@ def _redhat(cuda_distro: str) -> dict:
 # nvidia-driver-branch-<branch> packages and yum-plugin-nvidia ("flavors" in NVIDIA's RHEL 7 packaging guide,
 # developer.download.nvidia.com/compute/github-demos/yum-packaging-nvidia-driver/guide-rhel7). Planned and
 # rendered here; never run on a real EL 7 host.
-_EL7 = {**_redhat("rhel7"), "dnf_module_stream": None,
+_EL7 = {**_redhat("rhel7", "410"), "dnf_module_stream": None,
         "cuda_repo_packages": {"proprietary": ["nvidia-driver-branch-{branch}", "nvidia-driver-branch-{branch}-cuda",
                                                "yum-plugin-nvidia"]},
         "version_package": "nvidia-driver-branch-{branch}"}
+# EL 10: no module streams (RHEL 10 dropped modularity). NVIDIA's kernel-modules table: "dnf versionlock
+# \*nvidia\*580\*" then "dnf install nvidia-open"; the repository is signed with CDF6BA43.pub (NVIDIA's
+# gpu-driver-container rhel10/Dockerfile at 06a208ca checks it against a pinned SHA-256). dnf on RHEL 10 is
+# DNF 4 (NVIDIA's "Version locking" page). Planned and rendered here; never run on a real EL 10 host.
+_EL10 = {**_redhat("rhel10", "580", "CDF6BA43.pub"), "dnf_module_stream": None, "branch_lock": "*nvidia*{branch}*"}
 
 PLATFORMS: dict = {
-    "Debian-12": _debian("bookworm", "535", "debian12"),
-    "Debian-13": _debian("trixie", "550", "debian13"),
-    "Ubuntu-22": _ubuntu("jammy", "ubuntu2204"),
-    "Ubuntu-24": _ubuntu("noble", "ubuntu2404"),
-    "Ubuntu-20": _ubuntu("focal", "ubuntu2004"),
+    "Debian-12": _debian("bookworm", "535", "debian12", "525"),
+    "Debian-13": _debian("trixie", "550", "debian13", "575"),
+    "Ubuntu-20": _ubuntu("focal", "ubuntu2004", "450"),
+    "Ubuntu-22": _ubuntu("jammy", "ubuntu2204", "515"),
+    "Ubuntu-24": _ubuntu("noble", "ubuntu2404", "550"),
+    "Ubuntu-26": _ubuntu("resolute", "ubuntu2604", "595"),
     "RedHat-7": _EL7,
-    "RedHat-8": _redhat("rhel8"),
-    "RedHat-9": _redhat("rhel9"),
+    "RedHat-8": _redhat("rhel8", "450"),
+    "RedHat-9": _redhat("rhel9", "515"),
+    "RedHat-10": _EL10,
 }
 # os-release IDs of the RHEL family (ID, or one of ID_LIKE).
 REDHAT_IDS = ("rhel", "centos", "rocky", "almalinux", "ol", "fedora", "redhat")
@@ -224,14 +261,12 @@ def _upstream(version: str) -> str:
 
 
 def _in_branch(version: str, branch: str) -> bool:
-    return bool(version) and _upstream(version).startswith(f"{branch}.")
+    return driver_version_matches(version, branch) if version else False
 
 
 def _is_version(package_version: str, wanted: str) -> bool:
     """'535.261.03-1' is the version '535.261.03' (or '535.261.03-1' written in full)."""
-    text = package_version.split(":", 1)[-1] if re.match(r"^\d+:", package_version) else package_version
-    return text == wanted or package_version == wanted or re.match(
-        r"^" + re.escape(wanted) + r"[-~+]", text) is not None
+    return bool(wanted) and driver_version_matches(package_version, wanted)
 
 
 # --- platform --------------------------------------------------------------------------------------
@@ -266,32 +301,87 @@ def _check_inputs(inputs: dict) -> None:
         raise _fail(f"nvidia_driver_source is {inputs.get('source')!r}; it must be one of {', '.join(SOURCES)}")
     if inputs.get("existing", "auto") not in EXISTING:
         raise _fail(f"nvidia_driver_existing is {inputs.get('existing')!r}; it must be one of {', '.join(EXISTING)}")
-    if inputs.get("kernel_module") not in KERNEL_MODULES:
+    if inputs.get("kernel_module") not in (*KERNEL_MODULES, AUTO):
         raise _fail(f"nvidia_driver_kernel_module is {inputs.get('kernel_module')!r}; it must be one of "
-                    f"{', '.join(KERNEL_MODULES)}")
-    if not re.match(r"^\d+$", str(inputs.get("branch") or "")):
-        raise _fail(f"nvidia_driver_branch is {inputs.get('branch')!r}; give the branch as a quoted number such "
-                    "as \"535\"")
+                    f"{', '.join((*KERNEL_MODULES, AUTO))}")
+    if not re.match(r"^(\d+|auto)$", str(inputs.get("branch") or "")):
+        raise _fail(f"nvidia_driver_branch is {inputs.get('branch')!r}; give auto or the branch as a quoted number "
+                    "such as \"580\"")
     version = str(inputs.get("version") or "")
     if version and not re.match(r"^(\d+:)?\d+\.\d+", version):
         raise _fail(f"nvidia_driver_version is {version!r}; give an upstream version such as \"535.216.01\" (or "
                     "leave it empty for the newest of the branch)")
-    if version and not _upstream(version).startswith(f"{inputs['branch']}."):
+    if version and inputs["branch"] != AUTO and not _upstream(version).startswith(f"{inputs['branch']}."):
         raise _fail(f"nvidia_driver_version {version} is not in nvidia_driver_branch {inputs['branch']}; set both "
                     "to the same branch")
 
 
-def driver_packages(inputs: object, observed: object) -> dict:
-    """What the node must be asked about before planning: the platform, the packages of the chosen
-    source and flavour, the package whose version is the driver's, and the kernel headers package."""
+def offered_branches(platform: dict, source: str) -> list:
+    """The branches the node's source offers: the distribution's packaged branches, or every branch NVIDIA's
+    CUDA repository carries for the platform (from the oldest one checked, docs/driver-branches.md)."""
+    if source == "distro":
+        return sorted(platform["distro_branches"], key=int)
+    if source == "cuda_repo":
+        first = int(platform.get("cuda_repo_first_branch") or 0)
+        return [b for b in KNOWN_BRANCHES if int(b) >= first]
+    return []
+
+
+def _runfile_branch(inputs: dict) -> str:
+    name = os.path.basename(str(inputs.get("runfile_url") or inputs.get("runfile_path") or ""))
+    pattern = r"_(\d+)\.\d+(?:\.\d+)?_linux" if name.startswith("cuda_") else r"(\d+)\.\d+(?:\.\d+)?\.run$"
+    found = re.search(pattern, name)
+    return found.group(1) if found else ""
+
+
+def resolve(inputs: dict, observed: dict, today: object = None, adopted: "dict | None" = None) -> "tuple[dict, dict]":
+    """The inputs with ``branch`` and ``kernel_module`` decided (auto resolved, explicit ones checked against the
+    node's GPUs), and the record of why: {branch: choose_branch(), kernel_module: choose_flavour(), ...}. With
+    ``adopted`` (the driver found on the node and kept) both are what the node shows."""
+    _check_inputs(inputs)
+    key, platform = _platform(observed.get("os") or {})
+    needs = gpu_needs(observed.get("gpu") if "gpu" in observed else None)
+    record = {"platform": key, "gpus_unknown": needs["unknown"], "gpus_recorded": needs["known"]}
+    if adopted is not None:
+        version = str(adopted.get("version") or adopted.get("kernel_module_version") or "")
+        branch, flavour, problems = adopted_choice(version, str(adopted.get("kernel_module") or ""),
+                                                   str(adopted.get("kernel_module_source") or ""), needs, today)
+        if problems:
+            raise _fail("; ".join(problems))
+        resolved = {**inputs, "branch": branch["branch"], "kernel_module": flavour["flavour"], "version": ""}
+        return resolved, {**record, "branch": branch, "kernel_module": flavour}
+    source = inputs["source"]
+    driver = observed.get("driver") or {}
+    packages = observed.get("packages") or {}
+    installed = ("" if not driver.get("owned", True) else
+                 _upstream(str(packages.get("installed") or "")) or str(driver.get("package_version") or ""))
+    requested = str(inputs.get("branch") or AUTO)
+    if source == "runfile" and requested == AUTO:
+        requested = _runfile_branch(inputs) or AUTO
+    branch = choose_branch(requested, str(inputs.get("version") or ""), offered_branches(platform, source), needs,
+                           installed, today)
+    if source == "distro":
+        open_offered = "open" in platform["distro_packages"]
+    elif source == "cuda_repo":
+        open_offered = "open" in platform["cuda_repo_packages"]
+    else:
+        open_offered = True
+    flavour = choose_flavour(inputs.get("kernel_module") or AUTO, branch["branch"], needs, open_offered)
+    resolved = {**inputs, "branch": branch["branch"], "kernel_module": flavour["flavour"]}
+    return resolved, {**record, "branch": branch, "kernel_module": flavour}
+
+
+def driver_packages(inputs: object, observed: object, today: object = None, adopted: "dict | None" = None) -> dict:
+    """What the node must be asked about before planning: the platform, the branch and flavour (auto resolved),
+    the packages of the chosen source and flavour, the package whose version is the driver's, and the kernel
+    headers packages (one per kernel the next boot may use)."""
     inputs = dict(inputs or {})
     observed = dict(observed or {})
-    _check_inputs(inputs)
+    inputs, choice = resolve(inputs, observed, today, adopted)
     key, platform = _platform(observed.get("os") or {})
     source, flavour, branch = inputs["source"], inputs["kernel_module"], str(inputs["branch"])
     if source == "distro":
-        if platform["family"] != "debian" or (platform["distro_branches"] and branch not in
-                                              platform["distro_branches"]):
+        if platform["family"] != "debian" or branch not in platform["distro_branches"]:
             carries = (f"its distribution packages carry branch {', '.join(platform['distro_branches'])}"
                        if platform["distro_branches"] else "it has no distribution driver packages")
             raise _fail(f"nvidia_driver_source=distro with nvidia_driver_branch={branch} is not available on {key}: "
@@ -303,35 +393,48 @@ def driver_packages(inputs: object, observed: object) -> dict:
     elif source == "cuda_repo":
         if flavour not in platform["cuda_repo_packages"]:
             raise _fail(f"nvidia_driver_kernel_module={flavour} is not packaged for {key}; use proprietary")
-        packages = platform["cuda_repo_packages"][flavour]
-        version_package = (platform["version_package"] if platform["family"] == "redhat"
-                           else "cuda-drivers-{branch}")
+        names = platform["cuda_repo_packages"]
+        if int(branch) >= platform.get("cuda_unsuffixed_from", 10000):
+            names = _APT_CUDA_PACKAGES_590
+        packages = names[flavour]
+        version_package = (platform["version_package"] if platform["family"] == "redhat" else packages[0])
         unpinned = []
     else:
         packages, version_package, unpinned = [], "", []
-    kernel = str(observed.get("kernel") or "")
     return {
         "platform": key,
         "family": platform["family"],
+        "branch": branch,
+        "kernel_module": flavour,
+        "choice": choice,
         "packages": [p.replace("{branch}", branch) for p in packages],
         "version_package": version_package.replace("{branch}", branch),
         "unpinned_packages": list(unpinned),
-        "headers_package": platform["headers_package"].replace("{kernel}", kernel or "<running kernel>"),
+        "headers_packages": [platform["headers_package"].replace("{kernel}", k) for k in boot_kernels(observed)],
     }
+
+
+def boot_kernels(observed: dict) -> list:
+    """The kernels the next boot may use, as recorded (the running one when nothing was recorded: a render)."""
+    recorded = observed.get("kernels")
+    if isinstance(recorded, dict):
+        return [k["version"] for k in recorded.get("kernels") or []]
+    return [str(observed.get("kernel") or "<running kernel>")]
 
 
 # --- pieces of the plan ----------------------------------------------------------------------------
 
 
-def _missing_components(platform: dict, flavour: str, observed: dict, assumed: list) -> list:
+def _missing_components(platform: dict, branch: str, observed: dict, assumed: list) -> list:
+    components = platform["distro_branches"][branch]
     sources = observed.get("apt_sources")
     if sources is None:
         assumed.append("the node's apt sources were not recorded: every suite is assumed to lack "
-                       f"{' '.join(platform['components'][flavour])} (a run writes only what is really missing)")
+                       f"{' '.join(components)} (a run writes only what is really missing)")
         sources = {}
     own = (FILES["distro_sources"], FILES["cuda_sources"])
     listed = [{"path": path, "content": text or ""} for path, text in sorted(sources.items()) if path not in own]
-    return nvidia_apt_missing_components(listed, platform["suites"], platform["components"][flavour])
+    return nvidia_apt_missing_components(listed, platform["suites"], components)
 
 
 def _source_uris(path: str, text: str) -> list:
@@ -439,20 +542,6 @@ def runfile_plan(inputs: dict, installed: str) -> dict:
             "installed": installed, "due": installed != target}
 
 
-def _gpu_refusals(inputs: dict, gpu: dict, what: str = "") -> list:
-    problems = []
-    what = what or f"nvidia_driver_branch={inputs['branch']} / nvidia_driver_kernel_module={inputs['kernel_module']}"
-    for entry in (gpu or {}).get("gpus") or []:
-        product = (entry or {}).get("product_name")
-        info = nvidia_gpu_info(product, strict=False) if product else None
-        if not info:
-            continue
-        verdict = nvidia_branch_supports_gpu(str(inputs["branch"]), info, inputs["kernel_module"])
-        if not verdict["supported"]:
-            problems.append(f"{what} cannot drive GPU {product}: {verdict['reason']}")
-    return problems
-
-
 def _choose_target(inputs: dict, installed: str, offered: list) -> str:
     """The exact version asked for, else the installed one when it is in the branch, else the newest
     the source offers in the branch ("" when none fits)."""
@@ -546,11 +635,13 @@ def _adopt_plan(plan: dict, driver: dict, version: str, observed: dict) -> list:
     packages that would replace it blocked. Returns the plan's files."""
     plan.update(
         adopted={"version": version, "kernel_module_version": driver.get("kernel_module_version") or "",
+                 "kernel_module": driver.get("kernel_module") or "unknown",
+                 "kernel_module_source": driver.get("kernel_module_source") or "",
                  "nvidia_smi": driver.get("nvidia_smi") or "", "library": driver.get("library") or ""},
         installed=version, target=version, target_exact=bool(version), specs=[], missing=[], held=[], offered=[],
         stack=[], present=[], locked=[], hold_changes={"hold": [], "unhold": []}, release=[], upgrade=False,
-        headers_missing=False, kernel_headers=False, missing_components=[], module_changes=False, runfile=None,
-        version_package="", packages=[], dnf_module="", versionlock_patterns=[],
+        kernel_headers=False, missing_components=[], module_changes=False, runfile=None,
+        version_package="", packages=[], dnf_module="", branch_lock="", versionlock_patterns=[],
     )
     plan["cuda_keyring"]["wanted"] = False
     plan["assumed"][:] = [a for a in plan["assumed"] if "headers package" not in a]
@@ -589,36 +680,28 @@ def driver_plan(inputs: object, observed: object) -> dict:
     inputs, observed = dict(inputs), dict(observed or {})
     assumed: list = []
     _check_inputs(inputs)
+    today = inputs.get("today")
     driver = observed.get("driver") or {}
     adopt = adopted_driver(str(inputs.get("existing") or "auto"), driver, inputs["source"])
-    try:
-        basics = driver_packages(inputs, observed)
-    except KgnError:
-        if not adopt:
-            raise
-        # the source and branch do not matter for a driver that is kept (an unknown platform still raises)
-        basics = driver_packages({**inputs, "source": "runfile"}, observed)
+    # a driver that is kept: the source does not matter, its branch and flavour are what the node shows
+    basics = driver_packages({**inputs, "source": "runfile"} if adopt else inputs, observed, today,
+                             driver if adopt else None)
+    choice = basics.pop("choice")
+    inputs = {**inputs, "branch": basics["branch"], "kernel_module": basics["kernel_module"]}
     key = basics["platform"]
     platform = PLATFORMS[key]
-    family, source, flavour, branch = platform["family"], inputs["source"], inputs["kernel_module"], str(
-        inputs["branch"])
+    family, source, flavour, branch = platform["family"], inputs["source"], basics["kernel_module"], basics["branch"]
 
-    # refusals that need nothing but the request and the node
     if "driver" not in observed:
         assumed.append("no driver recorded on the node: no driver installed outside the packages is assumed")
     adopted_version = str(driver.get("version") or driver.get("kernel_module_version") or "")
-    if observed.get("gpu") is None:
-        assumed.append("no GPU facts recorded: the branch was not checked against the node's GPUs")
-    if adopt:
-        # the kernel module's flavour of a driver we did not install is unknown: proprietary drives every GPU
-        found = {"branch": adopted_version.split(".")[0], "kernel_module": "proprietary"}
-        what = f"the driver found on the node ({adopted_version}, adopted)"
-        problems = _gpu_refusals(found, observed.get("gpu") or {}, what) if adopted_version else []
-    else:
-        problems = _gpu_refusals(inputs, observed.get("gpu") or {})
-    if problems:
-        raise _fail("; ".join(problems))
-    if observed.get("secure_boot") and inputs.get("secure_boot_policy", "fail") != "continue":
+    if not choice["gpus_recorded"]:
+        assumed.append("no GPU facts recorded: the branch and the kernel module flavour were not checked against "
+                       "the node's GPUs")
+    if choice["gpus_unknown"]:
+        assumed.append(f"GPUs outside the project's table ({', '.join(choice['gpus_unknown'])}): not checked against "
+                       "the branch")
+    if observed.get("secure_boot") and inputs.get("secure_boot_policy", "fail") != "continue" and not adopt:
         raise _fail(
             "Secure Boot is enabled on the node: an unsigned DKMS module would not load. Either use pre-signed "
             "modules (Ubuntu linux-modules-nvidia-<branch>-server-<kernel>, NVIDIA precompiled streams) or enrol a "
@@ -626,23 +709,26 @@ def driver_plan(inputs: object, observed: object) -> dict:
             "manager), then set nvidia_driver_secure_boot_policy=continue. See roles/nvidia_driver/README.md "
             "\"Secure Boot\""
         )
+    os_state = lifecycle.os_lifecycle(observed.get("os") or {}, today)
 
     architecture = str(observed.get("architecture") or "")
     if not architecture:
         architecture = "x86_64"
         assumed.append("the node's architecture was not recorded: x86_64 assumed")
-    if not observed.get("kernel"):
-        assumed.append("the node's kernel was not recorded: the headers package names <running kernel>")
+    if not observed.get("kernel") and "kernels" not in observed:
+        assumed.append("the node's kernels were not recorded: the headers package names <running kernel>")
     cuda_arch = CUDA_ARCH.get(architecture, architecture)
     cuda_repo_url = f"{str(inputs.get('cuda_repo_base_url') or '').rstrip('/')}/{platform['cuda_repo_distro']}/" \
                     f"{cuda_arch}"
-    key_file = inputs.get("cuda_repo_key") if family == "debian" else inputs.get("cuda_repo_key_rpm")
+    key_file = (inputs.get("cuda_repo_key") if family == "debian" else inputs.get("cuda_repo_key_rpm")) or \
+        platform["cuda_repo_key"]
     mirror, security = ((inputs.get("debian_mirror"), inputs.get("debian_security_mirror"))
                         if platform.get("mirror") == "debian"
                         else (inputs.get("ubuntu_mirror"), inputs.get("ubuntu_security_mirror")))
     dnf_module = ""
-    if platform.get("dnf_module_stream"):
+    if platform.get("dnf_module_stream") and not adopt and source == "cuda_repo":
         dnf_module = f"@nvidia-driver:{platform['dnf_module_stream'][flavour].replace('{branch}', branch)}/default"
+    branch_lock = (platform.get("branch_lock") or "").replace("{branch}", branch) if source == "cuda_repo" else ""
 
     plan = {
         **basics,
@@ -656,8 +742,12 @@ def driver_plan(inputs: object, observed: object) -> dict:
         "install_recommends": bool(inputs.get("install_recommends")),
         "kernel_headers": bool(inputs.get("kernel_headers", True)) and source != "runfile",
         "suites": list(platform["suites"]),
-        "components": list(platform["components"].get(flavour, [])),
-        "distro_branches": list(platform["distro_branches"]),
+        "components": list(platform["distro_branches"].get(branch, [])) if source == "distro" else [],
+        "distro_branches": sorted(platform["distro_branches"], key=int),
+        # why this branch and flavour, whether NVIDIA still supports the branch, and where the OS stands
+        "branch_choice": choice["branch"],
+        "kernel_module_choice": choice["kernel_module"],
+        "os_lifecycle": os_state,
         "distro_mirror": mirror or "",
         "distro_security_mirror": security or "",
         "distro_keyring": platform["keyring"],
@@ -669,6 +759,7 @@ def driver_plan(inputs: object, observed: object) -> dict:
         # the apt source that enables the CUDA repository when it is not ours (e.g. the cuda-keyring package's)
         "cuda_source_found": "",
         "dnf_module": dnf_module,
+        "branch_lock": branch_lock,
         "versionlock_patterns": list(platform.get("versionlock_patterns", [])),
         "initramfs": {
             "command": list(platform["initramfs_command"]),
@@ -694,13 +785,13 @@ def driver_plan(inputs: object, observed: object) -> dict:
         plan.update(target=plan["runfile"]["target"], installed=plan["runfile"]["installed"],
                     module_changes=plan["runfile"]["due"], specs=[], missing=[], held=[], offered=[], stack=[],
                     present=[], locked=[],
-                    hold_changes={"hold": [], "unhold": []}, release=[], upgrade=False, headers_missing=False,
+                    hold_changes={"hold": [], "unhold": []}, release=[], upgrade=False,
                     missing_components=[], target_exact=True)
     else:
         state = _packages_state(observed, assumed)
         _package_plan(plan, inputs, state, assumed)
         if family == "debian":
-            missing = (_missing_components(platform, flavour, observed, assumed) if source == "distro" else [])
+            missing = (_missing_components(platform, branch, observed, assumed) if source == "distro" else [])
             plan["missing_components"] = missing
             files.append({"path": FILES["distro_sources"], "mode": "0644",
                           "content": _distro_sources(missing, plan["distro_mirror"], plan["distro_security_mirror"],
@@ -721,7 +812,45 @@ def driver_plan(inputs: object, observed: object) -> dict:
     files.append({"path": FILES["blacklist"], "mode": "0644",
                   "content": BLACKLIST if inputs.get("blacklist_nouveau", True) else None})
     plan["files"] = files
+    _kernels(plan, observed, platform, adopt, bool(inputs.get("kernel_headers", True)))
+    plan["warnings"] = warnings_of(plan)
     return plan
+
+
+def _kernels(plan: dict, observed: dict, platform: dict, adopt: bool, wanted_headers: bool) -> None:
+    """The headers to install and the modules to build for every kernel the next boot may use."""
+    recorded = observed.get("kernels") if isinstance(observed.get("kernels"), dict) else None
+    driver_version = _upstream(plan.get("target") or "") if plan.get("target_exact") else ""
+    wanted = wanted_headers and not adopt and plan["source"] != "runfile"
+    kernels = kernel_plan(recorded, plan["family"], platform["headers_package"], driver_version, wanted,
+                          bool(observed.get("secure_boot")), manage=not adopt)
+    if recorded is None:
+        present = dict(p.split("=", 1) for p in plan.get("present") or [] if "=" in p)
+        wanted = plan["kernel_headers"] and not adopt
+        kernels["headers_to_install"] = [p for p in plan["headers_packages"] if wanted and p not in present]
+    plan["kernels"] = kernels
+    plan["headers_missing"] = bool(kernels["headers_to_install"])
+
+
+def warnings_of(plan: dict) -> list:
+    """What the run and the report say about a plan that works but needs attention: an OS past its end of life,
+    a branch NVIDIA no longer supports, kernels whose module is missing."""
+    said = []
+    if plan["os_lifecycle"].get("message"):
+        said.append(plan["os_lifecycle"]["message"])
+    branch = plan.get("branch_choice") or {}
+    life = branch.get("lifecycle") or {}
+    if life.get("status") == "ended":
+        newest = branch.get("newest_supported")
+        said.append(f"driver branch R{branch['branch']} is past NVIDIA's end of life"
+                    + (f" ({life['eol']})" if life.get("eol") else "")
+                    + (f"; R{newest} is the newest supported branch this source offers for these GPUs" if newest
+                       else "") + f" (per {life['source']})")
+    elif life.get("status") == "unlisted" and branch.get("branch"):
+        said.append(f"driver branch R{branch['branch']} is not in NVIDIA's lifecycle table: its support is unknown "
+                    f"(per {life['source']})")
+    said.extend(plan["kernels"]["problems"])
+    return said
 
 
 def _package_plan(plan: dict, inputs: dict, state: dict, assumed: list) -> None:
@@ -786,7 +915,6 @@ def _package_plan(plan: dict, inputs: dict, state: dict, assumed: list) -> None:
         target_exact=exact,
         specs=specs,
         missing=missing,
-        headers_missing=plan["kernel_headers"] and plan["headers_package"] not in present,
         upgrade=upgrade,
         release=release,
         hold_changes=holds,

@@ -25,6 +25,9 @@ MANAGED_ANNOTATION = "kube-gpu-nodes.io/managed-labels"
 VOLTA_MPS_LABEL = "kube-gpu-nodes.io/gpu.volta-mps"
 # How GPUs reach the node's containers, as the container_runtime module decided (runtime.runtime_mode): cdi | legacy.
 RUNTIME_MODE_LABEL = "kube-gpu-nodes.io/runtime-mode"
+# The kernel module flavour the node's loaded driver runs (open or proprietary), as /proc/driver/nvidia/version
+# or modinfo says it (gpu_facts kernel_module.flavour); absent when the node does not say.
+DRIVER_FLAVOUR_LABEL = "kube-gpu-nodes.io/driver.kernel-module"
 SHARING_MODES = ("none", "time-slicing", "mps")
 # Label key: optional DNS prefix + "/" + name (<= 63, alphanumeric ends); value <= 63, may be empty.
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -72,7 +75,8 @@ def node_labels(gpu_facts, stacks=None, sharing="none", require_gpu=True):
 
     From the GPU facts: the GPU Feature Discovery labels of nvidia_gfd_labels (present, product,
     memory, count, compute capability, family, MIG capable, driver/CUDA versions), the reference clusters'
-    ``accelerator=nvidia-tesla-t4`` model label and ``kube-gpu-nodes.io/gpu.volta-mps``. From the
+    ``accelerator=nvidia-tesla-t4`` model label, ``kube-gpu-nodes.io/gpu.volta-mps`` and the loaded driver's
+    kernel module flavour ``kube-gpu-nodes.io/driver.kernel-module`` (open or proprietary, as the node says). From the
     stacks: each stack's selector labels (gpushare=true, gpu-node=true, ...). ``sharing`` is the
     NVIDIA device plugin sharing mode (none, time-slicing, mps), published as GFD does with
     nvidia.com/gpu.sharing-strategy and nvidia.com/mps.capable. A node without a GPU gets only
@@ -90,6 +94,9 @@ def node_labels(gpu_facts, stacks=None, sharing="none", require_gpu=True):
         infos = _gpu_infos(gpus)
         labels["accelerator"] = nvidia.nvidia_accelerator_label(str(gpus[0].get("product_name") or "unknown"))
         labels[VOLTA_MPS_LABEL] = "true" if _volta_mps(gpus, infos) else "false"
+    flavour = str(((gpu_facts or {}).get("kernel_module") or {}).get("flavour") or "")
+    if flavour in ("open", "proprietary"):
+        labels[DRIVER_FLAVOUR_LABEL] = flavour
     for stack in names:
         labels.update(stack_catalog._CATALOG[stack]["node_labels"])
     if "nvidia_device_plugin" in names:
@@ -239,7 +246,7 @@ def kubelet_node_labels(labels):
 
 # Labels derived from the GPU facts (GPU Feature Discovery style, the model label, Volta MPS), as opposed
 # to the stacks' selector labels; with unknown GPU facts these are neither set nor removed.
-_GPU_LABELS = ("accelerator", VOLTA_MPS_LABEL, "nvidia.com/mig.capable")
+_GPU_LABELS = ("accelerator", VOLTA_MPS_LABEL, DRIVER_FLAVOUR_LABEL, "nvidia.com/mig.capable")
 _GPU_LABEL_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/cuda.")
 _SHARING_LABELS = ("nvidia.com/gpu.sharing-strategy", "nvidia.com/mps.capable")
 NODE_DEFAULTS = {

@@ -10,7 +10,7 @@ Parsers (the text nvidia-smi prints):
   parse_lgi        ``nvidia-smi mig -lgi``    GPU instances (profile, instance id, start:size)
   parse_lci        ``nvidia-smi mig -lci``    compute instances (parent GI, profile, instance id)
   parse_query_xml  ``nvidia-smi -q -x``       per GPU: product, memory, MIG mode current/pending, MIG devices,
-                                              processes
+                                              processes (a view of gpu.parse_nvidia_smi_xml, the one parser)
 
 Tables:
   MODELS           profiles per GPU model: name, GPU instance profile id, compute slices, memory slices,
@@ -39,8 +39,8 @@ mode is current; only then can GPU and compute instances be created.
 
 import itertools
 import re
-import xml.etree.ElementTree as ET
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as smi
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import nvidia
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
@@ -185,46 +185,18 @@ def parse_lci(text):
     return found
 
 
-def _text(node, path):
-    found = node.find(path) if node is not None else None
-    if found is None or found.text is None:
-        return None
-    value = found.text.strip()
-    return None if value in ("", "N/A", "[N/A]", "None", "Not Supported") else value
-
-
 def parse_query_xml(text):
     """``nvidia-smi -q -x`` -> [{index, pci_bus_id, product_name, memory_total_mib, mig_current, mig_pending,
-    mig_devices: [{index, gi, ci, memory_total_mib}], processes: [{pid, name}]}]."""
+    mig_devices: [{index, gi, ci, memory_total_mib}], processes: [{pid, name}]}]: the MIG view of the one
+    parser of that XML, gpu.parse_nvidia_smi_xml."""
     try:
-        root = ET.fromstring((text or "").strip())
-    except ET.ParseError as err:
-        raise KgnError(f"nvidia-smi -q -x did not print XML ({err}); check that the driver answers") from None
-    if root.tag != "nvidia_smi_log":
-        raise KgnError(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
-    gpus = []
-    for index, gpu in enumerate(root.findall("gpu")):
-        memory = re.match(r"^(\d+)", _text(gpu, "fb_memory_usage/total") or "")
-        devices = []
-        for dev in gpu.findall("mig_devices/mig_device"):
-            dev_memory = re.match(r"^(\d+)", _text(dev, "fb_memory_usage/total") or "")
-            devices.append({"index": int(_text(dev, "index") or len(devices)),
-                            "gi": int(_text(dev, "gpu_instance_id") or -1),
-                            "ci": int(_text(dev, "compute_instance_id") or -1),
-                            "memory_total_mib": int(dev_memory.group(1)) if dev_memory else None})
-        processes = [{"pid": int(_text(p, "pid") or 0), "name": _text(p, "process_name") or ""}
-                     for p in gpu.findall("processes/process_info")]
-        gpus.append({
-            "index": index,
-            "pci_bus_id": gpu.get("id") or _text(gpu, "pci/pci_bus_id"),
-            "product_name": _text(gpu, "product_name") or "",
-            "memory_total_mib": int(memory.group(1)) if memory else None,
-            "mig_current": _text(gpu, "mig_mode/current_mig") or "N/A",
-            "mig_pending": _text(gpu, "mig_mode/pending_mig") or "N/A",
-            "mig_devices": devices,
-            "processes": processes,
-        })
-    return gpus
+        facts = smi.parse_nvidia_smi_xml(text)
+    except smi.GpuParseError as err:
+        raise KgnError(f"{err}; check that the driver answers") from None
+    return [{"index": g["index"], "pci_bus_id": g["pci_bus_id"], "product_name": g["product_name"] or "",
+             "memory_total_mib": g["memory_total_mib"], "mig_current": g["mig_mode_current"],
+             "mig_pending": g["mig_mode_pending"], "mig_devices": g["mig_devices"], "processes": g["processes"]}
+            for g in facts["gpus"]]
 
 
 # --- the profile table of a GPU --------------------------------------------------------------------------

@@ -234,6 +234,10 @@ FIRST_BRANCH_BY_CC: "dict[str, int]" = {
 }
 OPEN_MODULES_FIRST_BRANCH = 515  # [NV-KMOD]: open modules from R515, Turing and newer only
 OPEN_MODULES_MIN_CC = (7, 5)
+# [NV-KMOD]: "Starting in the 560 driver release series, the open kernel module flavor is the default".
+OPEN_MODULES_DEFAULT_BRANCH = 560
+# [NV-KMOD-620]: the R620 guide's "Proprietary Kernel Modules Removed": R610 is the last branch with them.
+PROPRIETARY_LAST_BRANCH = 610
 KERNEL_MODULES = ("proprietary", "open")
 
 # --- E4: GPU Feature Discovery family from compute capability (getArchFamily) [DP] -------------
@@ -402,6 +406,9 @@ def nvidia_branch_supports_gpu(branch: object, gpu: object, kernel_module: str =
         )
     if first is not None and major < first:
         problems.append(f"{product} (compute capability {info['compute_capability']}) needs R{first} or newer")
+    if kernel_module == "proprietary" and major > PROPRIETARY_LAST_BRANCH:
+        problems.append(f"R{major} has no proprietary kernel modules (R{PROPRIETARY_LAST_BRANCH} is the last "
+                        "with them)")
     if kernel_module == "open":
         if not info.get("open_modules_supported", False):
             problems.append(f"open kernel modules need Turing or newer (GSP); {arch} needs the proprietary modules")
@@ -440,6 +447,28 @@ def nvidia_upstream_version(package_version: object) -> str:
     if not match:
         raise _fail(name, f"package version {package_version!r} does not start with a driver version")
     return match.group(0)
+
+
+def driver_version_matches(found: object, wanted: object) -> bool:
+    """Whether an installed driver ``found`` is the one ``wanted``: the one rule the driver plan and verify use.
+
+    ``found``: an upstream version ('535.309.01') or a package version with an epoch and a revision
+    ('1:535.309.01-1~deb12u1', '3:580.105.08-1.el9'). ``wanted``: "" (anything installed), a branch ('535':
+    any 535.x), an upstream version ('535.216.01': its package revisions too, separated by '-', '~' or '+'),
+    or a full package version."""
+    wanted = str(wanted or "").strip()
+    if not wanted:
+        return True
+    found = str(found or "").strip()
+    if not found:
+        return False
+    text, want = found.split(":", 1)[-1] if re.match(r"^\d+:", found) else found, wanted
+    want = want.split(":", 1)[-1] if re.match(r"^\d+:", want) else want
+    if text == want:
+        return True
+    if re.match(r"^\d+$", want):
+        return text.split(".", 1)[0] == want and "." in text
+    return text.startswith(want) and text[len(want)] in "-~+"
 
 
 def nvidia_gfd_labels(gpu_facts: object) -> dict:

@@ -330,18 +330,6 @@ def runtime_mode(inputs: object, observed: object = None) -> dict:
     return {**result, "mode": "legacy", "why": f"auto: {'; '.join(problems)}"}
 
 
-def device_list_strategy(mode: str, kubernetes_version: object) -> str:
-    """The NVIDIA device plugin's ``deviceListStrategy`` for a runtime mode: ``envvar`` (legacy: the runtime hook
-    reads NVIDIA_VISIBLE_DEVICES), ``cdi-cri`` for CDI from Kubernetes 1.31 (the CRI's CDI device field,
-    DevicePluginCDIDevices GA in 1.31), ``cdi-annotations`` before (the engine reads ``cdi.k8s.io/``
-    annotations, as the GPU Operator configures it: NVIDIA/gpu-operator#1285)."""
-    if mode not in ("cdi", "legacy"):
-        raise KgnError(f"device_list_strategy: mode {mode!r} is not cdi or legacy")
-    if mode == "legacy":
-        return "envvar"
-    return "cdi-cri" if _version(kubernetes_version, "kubernetes_version") >= (1, 31, 0) else "cdi-annotations"
-
-
 def toolkit_config_text(existing: object, default: object, mode: str) -> str:
     """The toolkit's config.toml with ``[nvidia-container-runtime] mode`` set to ``mode`` ("cdi" or "legacy").
 

@@ -11,7 +11,7 @@ Filters (documentation in the sidecar ``<filter>.yml`` files):
 - ``scheduler_flag_value``: the value of a flag in an argv (or None).
 
 The version decisions (which flag, file and document) stay in scheduler.py; these functions only apply
-them. scheduler_plan.py puts both together for the kgn.gpu_nodes.kube_scheduler module.
+them. scheduler_plan.py puts both together for the kgn.gpu_nodes.kube_scheduler_extender module.
 """
 
 import copy

@@ -2,7 +2,7 @@
 GPU-sharing extenders (or take it back to the installer's own command when no extender is needed).
 
 ``scheduler_plan(inputs, observed)`` is pure: ``inputs`` are the kube_scheduler_extender role's settings,
-``observed`` what the node shows (read by the kgn.gpu_nodes.kube_scheduler module, or recorded by its last
+``observed`` what the node shows (read by the kgn.gpu_nodes.kube_scheduler_extender module, or recorded by its last
 run as ``kgn_observed_kube_scheduler``, or missing for a render from inventory data alone: then the
 installers' own layouts are used (kubeadm's manifest of the version from scheduler_kubeadm.py, kubeasz's
 ExecStart given in ``inputs['assume']``) and every such assumption is listed in ``assumed``). The decisions

@@ -81,6 +81,8 @@ def _gpu(state, probe):
         "package_name": package or None,
         "adopted": plan.get("adopted"),
         "package_version": (live.get("packages") or {}).get(package),
+        # what the driver plan warned of: an OS or driver branch past its end of life, a kernel without the module
+        "support_warnings": [str(w) for w in plan.get("warnings") or []],
         "secure_boot": probe.get("secure_boot"),
         "smi": {
             "found": bool(smi.get("path")),

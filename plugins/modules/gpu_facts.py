@@ -8,8 +8,14 @@ short_description: Gather NVIDIA GPU facts from nvidia-smi (or lspci when the dr
 version_added: "1.0.0"
 description:
   - Runs C(nvidia-smi -q -x) and returns the GPU count, product names, UUIDs, memory (MiB), driver and
-    CUDA versions, compute capability (when nvidia-smi prints it), MIG mode (current and pending) and
+    CUDA versions, compute capability, MIG mode (current and pending), MIG devices, processes and
     persistence mode of every GPU.
+  - The compute capability comes from whichever source the driver offers - the XML's C(compute_cap) element,
+    else C(nvidia-smi --query-gpu=compute_cap) (driver 580 prints no such element), else the product's row
+    in the project's GPU table - and each GPU says which in C(compute_capability_source).
+  - Also returns the loaded kernel module's flavour as the node shows it (C(/proc/driver/nvidia/version),
+    else C(modinfo nvidia)), and the installed driver, read as the nvidia_driver module reads it - its
+    version from the loaded module, the NVML library or the packages, and who owns it.
   - When nvidia-smi is missing or fails (no driver, module not loaded, no GPU), it looks for NVIDIA
     devices (PCI vendor 10de, class VGA or 3D controller) in C(lspci -nn) and returns a structured
     answer with O(driver_loaded=false) and the reason, never a traceback.
@@ -82,6 +88,19 @@ attached_gpus:
   description: Number of GPUs nvidia-smi says are attached.
   returned: always
   type: int
+kernel_module:
+  description: The loaded NVIDIA kernel module as the node shows it.
+  returned: always
+  type: dict
+  contains:
+    version: {description: "Its version (empty when none is loaded and modinfo finds none).", type: str}
+    flavour: {description: "V(open), V(proprietary), or empty when the node does not say.", type: str}
+    source: {description: "Where the flavour was read: C(/proc/driver/nvidia/version) or C(modinfo nvidia).", type: str}
+installed_driver:
+  description: The installed driver (present, version, kernel_module_version, kernel_module, nvidia_smi, library,
+    package_version, owner, owned, packages), read as the nvidia_driver module reads it.
+  returned: always
+  type: dict
 gpus:
   description: One entry per GPU.
   returned: always
@@ -92,7 +111,14 @@ gpus:
     product_name: {description: Product name, for example V(Tesla T4)., type: str}
     uuid: {description: GPU UUID (null from lspci)., type: str}
     memory_total_mib: {description: Framebuffer memory in MiB (null from lspci)., type: int}
-    compute_capability: {description: Compute capability when nvidia-smi prints it, else null., type: str}
+    compute_capability:
+      description: Compute capability, for example V(9.0) (null only for a GPU that nvidia-smi does not answer for
+        and the project's table does not know).
+      type: str
+    compute_capability_source:
+      description: Where it came from, V(nvidia-smi -q -x), V(nvidia-smi --query-gpu=compute_cap) or
+        V(product table (<model>)).
+      type: str
     mig_mode_current: {description: V(Enabled), V(Disabled) or V(N/A)., type: str}
     mig_mode_pending: {description: V(Enabled), V(Disabled) or V(N/A)., type: str}
     mig_device_count: {description: Number of MIG devices listed., type: int}
@@ -101,6 +127,8 @@ gpus:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402  (module docs come first)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import FILES  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_state import installed  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather  # noqa: E402
 
 
@@ -114,7 +142,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    module.exit_json(changed=False, **gather(module, p["nvidia_smi_path"], p["lspci_path"], p["use_lspci"]))
+    facts = gather(module, p["nvidia_smi_path"], p["lspci_path"], p["use_lspci"])
+    module.exit_json(changed=False, installed_driver=installed(module, FILES["runfile_stamp"]), **facts)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,14 @@ DOCUMENTATION = r"""
 module: nvidia_driver
 short_description: Install, pin, hold, verify and repair the NVIDIA driver on a GPU node
 description:
-  - Reads the node once (os-release, architecture, kernel, the driver packages dpkg or rpm has and holds, the
-    versions the package lists offer, the apt source files, its own files, Secure Boot, the initramfs tools,
-    nvidia-persistenced, the loaded kernel module and the GPUs), plans with the same code as the render (the
-    nvidia_driver section of the host plan), and applies the plan; check mode reports what would change.
+  - Reads the node once (os-release, architecture, the installed kernels with their headers and NVIDIA modules,
+    DKMS's status, the driver packages dpkg or rpm has and holds, the versions the package lists offer, the apt
+    source files, its own files, Secure Boot, the initramfs tools, nvidia-persistenced, the loaded kernel module
+    and its flavour, and the GPUs), plans with the same code as the render (the nvidia_driver section of the host
+    plan), and applies the plan; check mode reports what would change.
+  - Warns (and records in RV(plan.warnings)) when the OS is past its vendor's end of life (with the date, the
+    source and the current releases), when the branch is past NVIDIA's end of life, and when a kernel the next
+    boot may use has no module of the driver that the run could not build.
   - Package sources (V(distro), V(cuda_repo)) with apt; adds only the apt components that no source of the node
     enables yet, refreshes the lists only when a source changed or something must be installed, installs the
     pinned packages, records every install in C(/var/log/kgn/nvidia_driver.log), pins the version for apt and
@@ -40,9 +44,13 @@ options:
     choices: [distro, cuda_repo, runfile]
     default: distro
   branch:
-    description: Driver branch, for example V(535).
+    description:
+      - Driver branch, for example V(580), or V(auto) for the newest branch NVIDIA still supports that the source
+        offers and that drives every GPU of the node (the installed branch is kept when it drives them).
+      - An explicit branch that cannot drive one of the node's GPUs is refused, naming the GPU and the first (or
+        last) branch that drives it.
     type: str
-    default: '535'
+    default: auto
   version:
     description: Exact upstream version to pin; empty keeps the installed version of the branch or takes the newest.
     type: str
@@ -56,10 +64,13 @@ options:
     choices: [auto, adopt, install]
     default: auto
   kernel_module:
-    description: Kernel module flavour.
+    description:
+      - Kernel module flavour. V(auto) takes the open modules for Turing and newer GPUs when the branch makes them
+        NVIDIA's default (R560 and later) and whenever a GPU needs them (Blackwell, Grace Hopper), the proprietary
+        modules for GPUs before Turing. An explicit flavour one of the node's GPUs cannot run with is refused.
     type: str
-    choices: [proprietary, open]
-    default: proprietary
+    choices: [proprietary, open, auto]
+    default: auto
   hold:
     description: Hold (apt-mark hold / dnf versionlock) the driver stack and pin its version for apt.
     type: bool
@@ -93,13 +104,15 @@ options:
     type: str
     default: https://developer.download.nvidia.com/compute/cuda/repos
   cuda_repo_key:
-    description: Signing key file of the apt repository.
+    description: Signing key file of the apt repository; empty takes the platform's (V(3bf863cc.pub)).
     type: str
-    default: 3bf863cc.pub
+    default: ''
   cuda_repo_key_rpm:
-    description: Signing key file of the rpm repository.
+    description:
+      - Signing key file of the rpm repository; empty takes the platform's (V(D42D0685.pub) on EL 7 to 9,
+        V(CDF6BA43.pub) on EL 10).
     type: str
-    default: D42D0685.pub
+    default: ''
   runfile_url:
     description: http(s) URL of the .run installer (the role downloads it to C(/var/tmp)).
     type: str
@@ -114,7 +127,10 @@ options:
     elements: str
     default: []
   kernel_headers:
-    description: Install the headers of the running kernel (DKMS builds the module against them).
+    description:
+      - Install the headers of every kernel the next boot may use (the running one when its modules are installed,
+        and every other installed kernel with a boot image), so that DKMS builds the module for each; a kernel left
+        without the module is built for (C(dkms autoinstall -k)) or reported with the exact commands.
     type: bool
     default: true
   blacklist_nouveau:
@@ -231,21 +247,20 @@ gpu:
 import glob  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import shlex  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, pkghealth  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state as state  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as gpu_smi  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # noqa: E402
     EXISTING,
     FILES,
     INITRAMFS_PATHS,
     KERNEL_MODULES,
-    KERNEL_PACKAGE,
     NVIDIA_SMI,
     PIN_GLOBS,
-    RPM_STACK_GLOBS,
     SOURCES,
     driver_packages,
     hold_changes,
@@ -260,7 +275,6 @@ INPUTS = ("source", "existing", "branch", "version", "kernel_module", "hold", "a
           "debian_mirror", "debian_security_mirror", "ubuntu_mirror", "ubuntu_security_mirror", "cuda_repo_base_url",
           "cuda_repo_key", "cuda_repo_key_rpm", "runfile_url", "runfile_path", "runfile_extra_args", "kernel_headers",
           "blacklist_nouveau", "initramfs_rebuild", "persistenced_start", "secure_boot_policy")
-PROC_VERSION = "/proc/driver/nvidia/version"
 EFI_SECURE_BOOT = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 APT_LISTS = ("/var/lib/apt/periodic/update-success-stamp", "/var/lib/apt/lists")
 APT_LIST_MAX_AGE = 3600
@@ -271,9 +285,6 @@ LOCKED = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend loc
 APT_OPTIONS = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
                "-o", "DPkg::Lock::Timeout=60"]
 OWN_FILES = ("distro_sources", "cuda_sources", "apt_pin", "blacklist", "cuda_yum_repo", "dnf_conf", "yum_conf")
-# Where a driver installed outside the packages leaves its NVML library (the file name carries the version).
-NVML_GLOBS = ("/usr/lib64/libnvidia-ml.so.*.*", "/usr/lib/libnvidia-ml.so.*.*", "/usr/lib/*/libnvidia-ml.so.*.*",
-              "/usr/lib/*/nvidia/*/libnvidia-ml.so.*.*")
 
 
 class Failed(Exception):
@@ -281,26 +292,6 @@ class Failed(Exception):
 
 
 # --- observe -----------------------------------------------------------------------------------------
-
-
-def os_release(text):
-    """id, version_id and id_like of /etc/os-release."""
-    values = {}
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() in ("ID", "VERSION_ID", "ID_LIKE"):
-            try:
-                parts = shlex.split(value)
-            except ValueError:
-                parts = [value.strip().strip("\"'")]
-            values[key.strip().lower()] = " ".join(parts)
-    return {key: values.get(key, "") for key in ("id", "version_id", "id_like")}
-
-
-def kernel_module_version(text):
-    """The version in /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05 ...")."""
-    found = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)", text or "")
-    return found.group(1) if found else ""
 
 
 def _secure_boot(module):
@@ -323,138 +314,6 @@ def _persistenced(module):
             "enabled": props.get("UnitFileState") in ("enabled", "enabled-runtime", "static", "alias")}
 
 
-def _dpkg_rows(module, names):
-    """{name: version} of the installed (or held) packages among names and globs."""
-    if not names:
-        return {}
-    _, out, _ = host.run(module, ["dpkg-query", "-W", "-f=${db:Status-Abbrev}|${Package}|${Version}\n", *names])
-    rows = {}
-    for line in (out or "").splitlines():
-        status, _, rest = line.partition("|")
-        name, _, version = rest.partition("|")
-        if status[:2] in ("ii", "hi") and name:
-            rows[name] = version
-    return rows
-
-
-def apt_state(module, basics):
-    """What dpkg has installed and holds, and what the package lists offer, for the planned packages."""
-    planned = list(dict.fromkeys(basics["packages"] + [basics["version_package"], basics["headers_package"]]))
-    rows = _dpkg_rows(module, [n for n in planned if n] + PIN_GLOBS)
-    _, out, _ = host.run(module, ["apt-mark", "showhold"])
-    held = sorted(line.strip() for line in (out or "").splitlines() if line.strip())
-    offered = []
-    if basics["version_package"]:
-        _, out, _ = host.run(module, ["apt-cache", "madison", basics["version_package"]])
-        for line in (out or "").splitlines():
-            fields = [f.strip() for f in line.split("|")]
-            if len(fields) >= 2 and fields[0] == basics["version_package"] and fields[1]:
-                offered.append(fields[1])
-    stack = {n: v for n, v in rows.items() if is_stack_package(n)}
-    return {
-        "installed": rows.get(basics["version_package"], ""),
-        "held": held,
-        "present": sorted(f"{n}={rows[n]}" for n in planned if n in rows),
-        "offered": list(dict.fromkeys(offered)),
-        "stack": sorted(stack),
-        "versions": stack,
-        "refreshed": False,
-    }
-
-
-def _locked_names(lines):
-    names = set()
-    for line in lines:
-        found = re.match(r"^(?:\d+:)?(.+?)-(?:\d+:)?\d[^-]*-[^-]+$", line.strip())
-        if found:
-            names.add(found.group(1))
-    return sorted(names)
-
-
-def rpm_state(module, basics):
-    """What rpm has installed and dnf versionlock holds, for the planned packages."""
-    planned = [n for n in dict.fromkeys(basics["packages"] + [basics["version_package"]]) if n]
-    present = {}
-    _, out, _ = host.run(module, ["rpm", "-q", "--qf", "%{NAME}=%{VERSION}\n", *planned])
-    for line in (out or "").splitlines():
-        if "=" in line and " " not in line:
-            name, _, version = line.partition("=")
-            present[name] = version
-    rc, _, _ = host.run(module, ["rpm", "-q", basics["headers_package"]])
-    if rc == 0:
-        present[basics["headers_package"]] = "installed"
-    _, out, _ = host.run(module, ["rpm", "-qa", "--qf", "%{NAME}=%{VERSION}\n", *RPM_STACK_GLOBS])
-    stack = {}
-    for line in (out or "").splitlines():
-        name, _, version = line.partition("=")
-        if name and is_stack_package(name, "redhat"):
-            stack[name] = version
-    tool = "dnf" if module.get_bin_path("dnf") else "yum"
-    _, out, _ = host.run(module, [tool, "-q", "versionlock", "list"], timeout=120)
-    locked = [line.strip() for line in (out or "").splitlines()
-              if line.strip() and not line.startswith(("Last metadata", "Loaded plugins", "Adding versionlock"))]
-    return {
-        "installed": present.get(basics["version_package"], ""),
-        "held": _locked_names(locked),
-        "present": sorted(f"{n}={v}" for n, v in present.items()),
-        "offered": [],
-        "stack": sorted(stack),
-        "versions": stack,
-        "locked": locked,
-        "refreshed": False,
-    }
-
-
-def _owner(module, family, path):
-    if not path:
-        return ""
-    real = os.path.realpath(path)
-    if family == "redhat":
-        rc, out, _ = host.run(module, ["rpm", "-qf", "--qf", "%{NAME}\n", real])
-        return out.strip().splitlines()[0] if rc == 0 and out.strip() else ""
-    rc, out, _ = host.run(module, ["dpkg-query", "-S", real])
-    for line in (out or "").splitlines() if rc == 0 else []:
-        names, _, where = line.partition(": ")
-        if where.strip() == real and not names.startswith("diversion"):
-            return names.split(",")[0].split(":")[0].strip()
-    return ""
-
-
-def nvml_library():
-    """The newest libnvidia-ml.so.<version> on the node and its version ("" when there is none)."""
-    found = []
-    for pattern in NVML_GLOBS:
-        for path in glob.glob(pattern):
-            match = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
-            if match and not os.path.islink(path):
-                found.append((tuple(int(x) for x in match.group(1).split(".")), path, match.group(1)))
-    if not found:
-        return "", ""
-    _, path, version = max(found)
-    return path, version
-
-
-def driver_state(module, family, stack, runfile_installed):
-    """The driver the node has, its version, and whether a package (or this module's runfile stamp) owns it."""
-    proc = host.read(PROC_VERSION) or ""
-    smi = module.get_bin_path("nvidia-smi") or ""
-    library, library_version = nvml_library()
-    present = bool(proc) or bool(smi) or bool(library)
-    owner = _owner(module, family, smi) or _owner(module, family, library)
-    if not owner and proc:
-        owner = next((name for name in stack if KERNEL_PACKAGE.search(name)), "")
-    loaded = kernel_module_version(proc)
-    return {
-        "present": present,
-        "version": loaded or library_version,
-        "kernel_module_version": loaded,
-        "nvidia_smi": smi,
-        "library": library,
-        "owner": owner or ("runfile" if runfile_installed else ""),
-        "owned": not present or bool(owner) or bool(runfile_installed),
-    }
-
-
 def _apt_sources():
     listed = glob.glob("/etc/apt/sources.list.d/*.list") + glob.glob("/etc/apt/sources.list.d/*.sources")
     paths = ["/etc/apt/sources.list", *sorted(listed)]
@@ -465,9 +324,10 @@ def observe(module, inputs, gpu_facts):
     """Everything the plan needs, read once (a source the platform lacks is left to the plan to refuse)."""
     uname = os.uname()
     observed = {
-        "os": os_release(host.read("/etc/os-release")),
+        "os": state.os_release(host.read("/etc/os-release")),
         "architecture": uname.machine,
         "kernel": uname.release,
+        "kernels": state.kernels(module),
         "secure_boot": _secure_boot(module),
         "initramfs_tools": sorted({os.path.basename(p) for p in INITRAMFS_PATHS if os.path.exists(p)}),
         "persistenced": _persistenced(module),
@@ -476,23 +336,26 @@ def observe(module, inputs, gpu_facts):
         "runfile_installed": (host.read(FILES["runfile_stamp"]) or "").strip(),
         "gpu": gpu_facts or gather_gpus(module),
     }
-    family = "redhat" if module.get_bin_path("rpm") and not module.get_bin_path("dpkg-query") else "debian"
-    try:
-        basics = driver_packages(inputs, observed)
-        family = basics["family"]
-    except KgnError:
-        # the plan raises it again unless it keeps a driver found on the node (read below)
-        basics = None
+    family = state.family(module)
     if family == "debian":
         observed["apt_sources"] = _apt_sources()
-    if basics and inputs["source"] != "runfile":
-        observed["packages"] = apt_state(module, basics) if family == "debian" else rpm_state(module, basics)
-        stack = observed["packages"]["stack"]
-    elif family == "debian":
-        stack = sorted(n for n in _dpkg_rows(module, PIN_GLOBS) if is_stack_package(n))
+        versions = {n: v for n, v in state.dpkg_rows(module, PIN_GLOBS).items() if is_stack_package(n)}
     else:
-        stack = []
-    observed["driver"] = driver_state(module, family, stack, observed["runfile_installed"])
+        versions = {}
+    # the driver on the node first: auto keeps the branch our packages installed
+    observed["driver"] = state.driver_state(module, family, sorted(versions), observed["runfile_installed"], versions)
+    try:
+        basics = driver_packages(inputs, observed)
+    except KgnError:
+        # the plan raises it again unless it keeps a driver found on the node
+        basics = None
+    if basics and inputs["source"] != "runfile":
+        observed["packages"] = (state.apt_state(module, basics) if basics["family"] == "debian"
+                                else state.rpm_state(module, basics))
+        if basics["family"] == "redhat":
+            stack = observed["packages"]["stack"]
+            observed["driver"] = state.driver_state(module, family, stack, observed["runfile_installed"],
+                                                    observed["packages"]["versions"])
     return observed
 
 
@@ -640,6 +503,20 @@ class Run:
                 self.did(f"{'removed' if item.get('content') is None else 'wrote'} {item['path']}{why}")
         return todo
 
+    def reread_kernels(self):
+        """The kernels (and packages) as they are now, after an install or a build: the plan's kernel part is
+        planned again from them; the rest of the plan stays what this run did (the result reports it)."""
+        observed = dict(self.observed)
+        if self.plan["source"] != "runfile":
+            read = state.apt_state if self.plan["family"] == "debian" else state.rpm_state
+            observed["packages"] = {**read(self.module, self.plan), "refreshed": True}
+        observed["kernels"] = self.observed["kernels"] = state.kernels(self.module)
+        try:
+            now = host_plan({"nvidia_driver": self.inputs}, {"nvidia_driver": observed})["nvidia_driver"]
+        except KgnError as err:
+            raise Failed(str(err)) from None
+        self.plan.update(kernels=now["kernels"], warnings=now["warnings"])
+
     def replan(self):
         try:
             self.plan = host_plan({"nvidia_driver": self.inputs}, {"nvidia_driver": self.observed})["nvidia_driver"]
@@ -696,6 +573,27 @@ class Run:
                 _must(host.run(self.module, ["systemctl", "start", "nvidia-persistenced.service"], timeout=120),
                       "systemctl start nvidia-persistenced")
 
+    def kernel_modules(self):
+        """The module of the installed driver for every kernel the next boot may use: DKMS builds what is missing
+        (read again after the install), and what cannot be built is said with its command, before any reboot."""
+        plan = self.plan
+        if plan["adopted"]:
+            return
+        if not self.check and (self.actions or plan["kernels"]["builds"]):
+            self.reread_kernels()
+        for kernel in plan["kernels"]["builds"]:
+            self.did(f"built the NVIDIA module for kernel {kernel} (dkms autoinstall -k {kernel})")
+            if not self.check:
+                _must(host.run(self.module, ["dkms", "autoinstall", "-k", kernel], timeout=3600),
+                      f"dkms autoinstall -k {kernel}")
+                log_event(plan["event_log"], f"built the NVIDIA module for kernel {kernel}")
+        if plan["kernels"]["builds"] and not self.check:
+            self.reread_kernels()
+            left = [k for k in self.plan["kernels"]["kernels"] if k["status"] in ("missing", "stale")]
+            if left:
+                raise Failed("; ".join(f"kernel {k['version']} still has no NVIDIA module of the driver after "
+                                       f"the build: run {k['command']} and read its output" for k in left))
+
     def request_reboot(self):
         if self.module_changed and not self.check:
             log_event(self.plan["event_log"], f"reboot-requested: kernel module changed to {self.plan['target']}")
@@ -708,7 +606,7 @@ class Run:
                 return
             _must(apt(self.module, ["apt-get", "update", "-q"], timeout=900), "apt-get update")
         if not self.check:
-            self.observed["packages"] = apt_state(self.module, self.plan)
+            self.observed["packages"] = state.apt_state(self.module, self.plan)
             self.observed["packages"]["refreshed"] = True
             self.replan()
 
@@ -718,11 +616,12 @@ class Run:
 
     def apt_packages(self):
         plan = self.plan
-        if plan["headers_missing"]:
-            self.did(f"installed {plan['headers_package']}")
+        headers = plan["kernels"]["headers_to_install"]
+        if headers:
+            self.did(f"installed {' '.join(headers)} (the headers DKMS builds the module against)")
             if not self.check:
                 _must(apt(self.module, ["apt-get", "install", "-y", "-q", *APT_OPTIONS, "--no-install-recommends",
-                                        plan["headers_package"]]), f"installing {plan['headers_package']}")
+                                        *headers]), f"installing {' '.join(headers)}")
         if not plan["missing"]:
             return
         if plan["release"]:
@@ -771,8 +670,8 @@ class Run:
         if self.check or not reread:
             marks = self.plan["hold_changes"]
         else:
-            state = apt_state(self.module, self.plan)
-            marks = hold_changes(state["stack"], state["held"], self.plan["hold"])
+            now = state.apt_state(self.module, self.plan)
+            marks = hold_changes(now["stack"], now["held"], self.plan["hold"])
         for verb in ("hold", "unhold"):
             if marks[verb]:
                 self.did(f"apt-mark {verb} {' '.join(marks[verb])}")
@@ -787,9 +686,9 @@ class Run:
         left to the administrator. Each step is said (actions) before it runs."""
         names = [n for n in dict.fromkeys(self.plan["packages"] + list(self.observed["packages"].get("stack") or []))
                  if n]
-        state = pkghealth.read(self.module, "deb", names)
-        ours = names + [n for n in [*state["audit"], *state["status"]] if is_stack_package(n)]
-        health = pkghealth.health_plan("deb", state, ours, {})
+        dpkg = pkghealth.read(self.module, "deb", names)
+        ours = names + [n for n in [*dpkg["audit"], *dpkg["status"]] if is_stack_package(n)]
+        health = pkghealth.health_plan("deb", dpkg, ours, {})
         if health["refusal"]:
             raise Failed(health["refusal"])
         if health["note"]:
@@ -803,7 +702,7 @@ class Run:
             self.repaired += pkghealth.repair(self.module, "deb", health, self.actions)
         except RuntimeError as err:
             raise Failed(str(err)) from None
-        self.observed["packages"] = apt_state(self.module, self.plan)
+        self.observed["packages"] = state.apt_state(self.module, self.plan)
 
     def apply_apt(self):
         self.package_health()
@@ -817,8 +716,8 @@ class Run:
         self.files([FILES["apt_pin"]])
         self.apt_packages()
         fresh = not self.check and bool(self.plan["missing"] or self.plan["headers_missing"])
-        state = apt_state(self.module, self.plan) if fresh else self.observed["packages"]
-        self.apt_repair(state.get("versions") or {})
+        now = state.apt_state(self.module, self.plan) if fresh else self.observed["packages"]
+        self.apt_repair(now.get("versions") or {})
         self.apt_holds(fresh or bool(self.repaired))
 
     # dnf
@@ -826,12 +725,20 @@ class Run:
         self.dev_char_links()
         self.files([FILES["cuda_yum_repo"]])
         plan, module = self.plan, self.module
-        tool = "dnf" if module.get_bin_path("dnf") else "yum"
-        if plan["headers_missing"]:
-            self.did(f"installed {plan['headers_package']}")
+        tool = state.tool(module)
+        headers = plan["kernels"]["headers_to_install"]
+        if headers:
+            self.did(f"installed {' '.join(headers)} (the headers DKMS builds the module against)")
             if not self.check:
-                _must(host.run(module, [tool, "install", "-y", plan["headers_package"]], timeout=1800),
-                      f"installing {plan['headers_package']}")
+                _must(host.run(module, [tool, "install", "-y", *headers], timeout=1800),
+                      f"installing {' '.join(headers)}")
+        if plan["branch_lock"] and plan["missing"] and not plan["locked"]:
+            # EL 10 has no module streams: the branch is chosen by locking it before the install (NVIDIA's
+            # kernel-modules table); the holds below lock the installed versions afterwards
+            self.did(f"{tool} versionlock add {plan['branch_lock']}")
+            if not self.check:
+                _must(host.run(module, [tool, "versionlock", "add", plan["branch_lock"]], timeout=300),
+                      f"{tool} versionlock add {plan['branch_lock']}")
         if plan["release"]:
             self.did(f"{tool} versionlock delete {' '.join(plan['release'])}")
             if not self.check:
@@ -848,13 +755,13 @@ class Run:
             self.module_changed = plan["module_changes"]
             if not self.check:
                 _must(host.run(module, argv, timeout=3600), f"{tool} install {' '.join(plan['specs'])}")
-                after = rpm_state(module, plan)
+                after = state.rpm_state(module, plan)
                 self.module_changed = after["installed"] != plan["installed"]
                 self.plan["target"] = after["installed"] or plan["target"]
                 log_event(plan["event_log"], f"installed {plan['version_package']}={self.plan['target']} "
                                              f"(was {plan['installed'] or 'absent'})")
-        state = self.observed["packages"] if self.check else rpm_state(module, plan)
-        versions = state.get("versions") or {}
+        now = self.observed["packages"] if self.check else state.rpm_state(module, plan)
+        versions = now.get("versions") or {}
         for name, paths in sorted(verify_rpm(module, versions).items()):
             spec = f"{name}-{versions[name]}"
             verb = "would reinstall" if self.check else "reinstalled"
@@ -914,22 +821,28 @@ class Run:
 def live_state(module, plan, observed, run, gpu_facts):
     family = plan["family"] if plan else ("debian" if module.get_bin_path("dpkg-query") else "redhat")
     if plan and plan["source"] != "runfile" and not (run and run.check) and (run is None or run.changed):
-        packages = apt_state(module, plan) if family == "debian" else rpm_state(module, plan)
+        packages = state.apt_state(module, plan) if family == "debian" else state.rpm_state(module, plan)
     else:
         packages = observed.get("packages") or {}
-    proc = host.read(PROC_VERSION) or ""
+    proc = host.read(gpu_smi.PROC_VERSION) or ""
     gpu = gpu_facts or (observed.get("gpu") if run is None or not run.changed else gather_gpus(module))
     unit = _persistenced(module)
-    loaded_version = kernel_module_version(proc)
+    loaded = gpu_smi.kernel_module(proc)
+    loaded_version = loaded["version"]
+    kernels = (plan or {}).get("kernels") or {}
     live = {
         "driver_loaded": bool(proc),
         "kernel_module_version": loaded_version,
+        # the flavour the node shows (/proc/driver/nvidia/version), never the one asked for
+        "kernel_module": loaded["flavour"],
+        "kernel_module_source": loaded["source"],
+        "kernels": kernels.get("kernels") or [],
         "nvidia_smi": {"path": module.get_bin_path("nvidia-smi") or "", "answered": bool(gpu.get("driver_loaded")),
                        "reason": gpu.get("reason")},
         "packages": dict(packages.get("versions") or {}),
         "holds": sorted(p for p in packages.get("held") or [] if p in (packages.get("versions") or {})),
         "persistenced": unit,
-        "problems": [],
+        "problems": list(kernels.get("problems") or []),
     }
     live["reboot_pending"] = False
     if plan and plan.get("target_exact") and loaded_version and plan["target"]:
@@ -958,9 +871,9 @@ def main():
         argument_spec={
             "source": {"type": "str", "default": "distro", "choices": list(SOURCES)},
             "existing": {"type": "str", "default": "auto", "choices": list(EXISTING)},
-            "branch": {"type": "str", "default": "535"},
+            "branch": {"type": "str", "default": "auto"},
             "version": {"type": "str", "default": ""},
-            "kernel_module": {"type": "str", "default": "proprietary", "choices": list(KERNEL_MODULES)},
+            "kernel_module": {"type": "str", "default": "auto", "choices": [*KERNEL_MODULES, "auto"]},
             "hold": {"type": "bool", "default": True},
             "allow_upgrade": {"type": "bool", "default": False},
             "install_recommends": {"type": "bool", "default": False},
@@ -969,8 +882,8 @@ def main():
             "ubuntu_mirror": {"type": "str", "default": "http://archive.ubuntu.com/ubuntu"},
             "ubuntu_security_mirror": {"type": "str", "default": "http://security.ubuntu.com/ubuntu"},
             "cuda_repo_base_url": {"type": "str", "default": "https://developer.download.nvidia.com/compute/cuda/repos"},
-            "cuda_repo_key": {"type": "str", "default": "3bf863cc.pub"},
-            "cuda_repo_key_rpm": {"type": "str", "default": "D42D0685.pub"},
+            "cuda_repo_key": {"type": "str", "default": ""},
+            "cuda_repo_key_rpm": {"type": "str", "default": ""},
             "runfile_url": {"type": "str", "default": ""},
             "runfile_path": {"type": "str", "default": ""},
             "runfile_extra_args": {"type": "list", "elements": "str", "default": []},
@@ -1004,6 +917,8 @@ def main():
             module.fail_json(msg=f"{err}. Nothing was rendered.")
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "nvidia_driver")
         host.say(module, assumed=plan["assumed"])
+        for line in plan["warnings"]:
+            module.warn(line)
         module.exit_json(changed=bool(written), plan=plan, observed=observed, repaired=[], download="",
                          reboot_required=False, owned=(observed.get("driver") or {}).get("owned", True),
                          gpu=observed.get("gpu") or {})
@@ -1035,6 +950,7 @@ def main():
         else:
             run.apply_dnf()
         run.kernel_side()
+        run.kernel_modules()
         run.persistenced()
         run.request_reboot()
     except Failed as err:
@@ -1042,6 +958,8 @@ def main():
         module.fail_json(msg=f"{err}. " + (f"Done before that: {done}." if done else "Nothing was changed."),
                          owned=owned, changed=bool(run.actions), actions=run.actions, repaired=run.repaired)
     plan = run.plan
+    for line in plan["warnings"]:
+        module.warn(line)
     live, gpu = live_state(module, plan, observed, run, gpu_facts)
     reboot = run.module_changed or live["reboot_pending"]
     diff = list(run.diff)

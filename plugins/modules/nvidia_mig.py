@@ -49,6 +49,20 @@ options:
     description: The nvidia-smi binary.
     type: str
     default: nvidia-smi
+  render_dir:
+    description:
+      - Render instead of apply - contact no GPU, plan from O(observed) and write the plan to
+        C(<render_dir>/<render_host>/_plan/nvidia_mig.json) (a MIG layout is commands, not files).
+    type: path
+  render_host:
+    description: The inventory host the render is for (with O(render_dir)).
+    type: str
+  observed:
+    description:
+      - For a render, the GPUs as the last run recorded them (C(kgn_observed_nvidia_mig) - C(gpus), C(gis), C(cis),
+        C(offered)); without it the plan assumes no GPU and says so in C(assumed).
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -93,10 +107,11 @@ commands:
   elements: str
 """
 
+import os  # noqa: E402
 import shlex  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host, mig  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, mig  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import recorded  # noqa: E402
 
@@ -191,6 +206,23 @@ def apply(module, smi, plan, ran):
             host.run(module, ["systemctl", "start", unit])
 
 
+def render(module, p, result):
+    """The plan from what the last run recorded, written under render_dir; no GPU is read or changed."""
+    observed = {"gpus": [], "gis": [], "cis": [], "offered": {}, **(p["observed"] or {})}
+    # facts come back through JSON: the GPU indexes of "offered" are strings there
+    observed["offered"] = {int(k): v for k, v in (observed["offered"] or {}).items()}
+    assumed = [] if p["observed"] else ["no GPU recorded for this node (kgn_observed_nvidia_mig): planned for none"]
+    try:
+        plan = mig.mig_plan(p["layout"], p["strategy"], p["device_plugin"], observed["gpus"], observed["gis"],
+                            observed["cis"], observed["offered"])
+    except KgnError as err:
+        module.fail_json(msg=str(err), **result)
+    plan = dict(plan, assumed=assumed)
+    written = change.render(p["render_dir"], p["render_host"], [], plan, "nvidia_mig")
+    module.exit_json(changed=False, plan=plan, observed=observed, live=[], commands=[],
+                     rendered=[os.path.relpath(w, p["render_dir"]) for w in written])
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -199,11 +231,17 @@ def main():
             "device_plugin": {"type": "bool", "default": True},
             "stop_services": {"type": "list", "elements": "str", "default": []},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "render_dir": {"type": "path"},
+            "render_host": {"type": "str"},
+            "observed": {"type": "dict", "default": {}},
         },
+        required_together=[("render_dir", "render_host")],
         supports_check_mode=True,
     )
     p = module.params
     result = {"changed": False, "plan": {}, "observed": {}, "live": [], "commands": []}
+    if p["render_dir"]:
+        render(module, p, result)
 
     def run(module):
         try:

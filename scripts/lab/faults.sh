@@ -47,11 +47,11 @@ said() {  # said NAME TEXT: the run's output says TEXT
 case_runtime_binary_gone() {
   say "the runtime binary Docker is told to run is deleted by hand"
   on $DOCKER_NODE 'rm -f /usr/bin/nvidia-container-runtime'
-  ok_run binary-gone playbooks/container_runtime.yml --limit $DOCKER_NODE
+  ok_run binary-gone playbooks/nvidia_container_runtime.yml --limit $DOCKER_NODE
   on $DOCKER_NODE 'nvidia-container-runtime --version >/dev/null' || fail "the binary is not back"
   on $DOCKER_NODE 'docker info --format "{{.DefaultRuntime}}" | grep -qx nvidia' || fail "Docker's default is not nvidia"
   said binary-gone "nvidia-container-runtime"
-  unchanged binary-gone-again playbooks/container_runtime.yml --limit $DOCKER_NODE
+  unchanged binary-gone-again playbooks/nvidia_container_runtime.yml --limit $DOCKER_NODE
 }
 
 case_containerd_stopped() {
@@ -64,10 +64,10 @@ row = next(r for r in json.load(open(sys.argv[1]))["rows"] if r["host"] == sys.a
 assert row["verdict"] == "failed", row["verdict"]
 assert any(c["status"] == "failed" and "containerd" in json.dumps(c) for c in row["checks"]), row["checks"]
 PY
-  ok_run stopped-repair playbooks/container_runtime.yml --limit $CTRD_NODE
+  ok_run stopped-repair playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   on $CTRD_NODE 'systemctl is-active --quiet containerd && ctr --timeout 5s version >/dev/null' || fail "containerd is not back"
   said stopped-repair "containerd is not running"
-  unchanged stopped-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged stopped-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
 }
 
 restore_daemon() { on $DOCKER_NODE 'mv /root/daemon.json.fault /etc/docker/daemon.json'; }
@@ -85,54 +85,54 @@ text = json.dumps(row)
 assert row["verdict"] == "failed" and "is not valid JSON: line 3" in text, text
 PY
   restore_daemon
-  unchanged cause-again playbooks/container_runtime.yml --limit $DOCKER_NODE
+  unchanged cause-again playbooks/nvidia_container_runtime.yml --limit $DOCKER_NODE
 }
 
 case_disk_full() {
   say "the disk is full while the containerd drop-in is written: the old files stay, containerd keeps running"
   on $CTRD_NODE 'cp -a /etc/containerd/conf.d /root/conf.d.fault && rm -f /etc/containerd/conf.d/99-nvidia.toml &&
     mount -t tmpfs -o size=16k tmpfs /etc/containerd/conf.d && dd if=/dev/zero of=/etc/containerd/conf.d/.fill bs=4k count=8 2>/dev/null || true'
-  run full playbooks/container_runtime.yml --limit $CTRD_NODE
+  run full playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   said full "No space left on device"
   on $CTRD_NODE 'systemctl is-active --quiet containerd && ctr --timeout 5s version >/dev/null' || fail "containerd stopped"
   on $CTRD_NODE 'umount /etc/containerd/conf.d'
-  ok_run full-repair playbooks/container_runtime.yml --limit $CTRD_NODE
+  ok_run full-repair playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   on $CTRD_NODE 'test -s /etc/containerd/conf.d/99-nvidia.toml' || fail "the drop-in is not back"
-  unchanged full-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged full-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
 }
 
 case_package_removed() {
   say "the toolkit package is removed by hand"
   on $CTRD_NODE 'dpkg --purge --force-depends nvidia-container-toolkit >/dev/null 2>&1'
-  ok_run removed playbooks/container_runtime.yml --limit $CTRD_NODE
+  ok_run removed playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   on $CTRD_NODE 'dpkg -s nvidia-container-toolkit | grep -q "^Status: .* installed"' || fail "not reinstalled"
   on $CTRD_NODE 'apt-mark showhold | grep -qx nvidia-container-toolkit' || fail "not held again"
-  unchanged removed-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged removed-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
 }
 
 case_concurrent_runs() {
   say "two runs change the same node at the same time"
   on $CTRD_NODE 'rm -f /etc/containerd/conf.d/99-nvidia.toml'
-  run concurrent-1 playbooks/container_runtime.yml --limit $CTRD_NODE &
+  run concurrent-1 playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE &
   local first=$!
   sleep 1
-  run concurrent-2 playbooks/container_runtime.yml --limit $CTRD_NODE
+  run concurrent-2 playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   wait $first
   for n in concurrent-1 concurrent-2; do
     grep -qE 'failed=[1-9]|unreachable=[1-9]' "$logs/$n.out" && fail "$n failed"
   done
   on $CTRD_NODE 'test -s /etc/containerd/conf.d/99-nvidia.toml && systemctl is-active --quiet containerd' || fail "not converged"
-  unchanged concurrent-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged concurrent-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
 }
 
 case_scheduler_restart_interrupted() {
   say "a run stopped between writing the scheduler config and restarting the scheduler"
   on kgn-cp-kubeasz 'touch /etc/kubernetes/scheduler-policy-config.yaml'
-  ok_run interrupted playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  ok_run interrupted playbooks/kube_scheduler_extender.yml --limit kgn-cp-kubeasz
   scripts/check-recap.py --unchanged "$logs/interrupted.out" && fail "the pending restart was not finished"
   on kgn-cp-kubeasz 'pid=$(systemctl show -p MainPID --value kube-scheduler); [ "$(stat -c %Y /proc/$pid)" -ge "$(stat -c %Y /etc/kubernetes/scheduler-policy-config.yaml)" ]' \
     || fail "the running scheduler is older than its config"
-  unchanged interrupted-again playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  unchanged interrupted-again playbooks/kube_scheduler_extender.yml --limit kgn-cp-kubeasz
 }
 
 case_stack_removed() {
@@ -156,35 +156,35 @@ case_config_unreadable() {
   on kgn-cp-kubeasz "cp -p $config /root/scheduler-config.fault && head -c 300 /dev/urandom > $config &&
     sha256sum $config > /root/scheduler-config.damaged && systemctl restart kube-scheduler || true"
   # the scheduler step alone (what a failed control plane does to the rest of the run: control_plane_fails)
-  run unreadable playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  run unreadable playbooks/kube_scheduler_extender.yml --limit kgn-cp-kubeasz
   said unreadable "$config is not UTF-8 text"
   grep -qE 'kgn-cp-kubeasz +: .*failed=1' "$logs/unreadable.out" || fail "unreadable: the refusal did not fail the host"
   on kgn-cp-kubeasz 'sha256sum -c --quiet /root/scheduler-config.damaged' || fail "the damaged file was changed"
   on kgn-cp-kubeasz "mv /root/scheduler-config.fault $config"
-  ok_run unreadable-repair playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  ok_run unreadable-repair playbooks/kube_scheduler_extender.yml --limit kgn-cp-kubeasz
   on kgn-cp-kubeasz 'pid=$(systemctl show -p MainPID --value kube-scheduler); test "$pid" -gt 0 &&
     tr "\0" " " < /proc/$pid/cmdline | grep -q -- "--config='"$config"'"' || fail "kube-scheduler is not back on its config"
-  unchanged unreadable-again playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  unchanged unreadable-again playbooks/kube_scheduler_extender.yml --limit kgn-cp-kubeasz
 }
 
 case_foreign_device_plugin() {
   say "a device plugin this project did not deploy (a stand-in for a managed add-on) already serves nvidia.com/gpu"
   local kubectl='kubectl --kubeconfig /etc/kubernetes/admin.conf -n kube-system'
   ok_run foreign-create lab/playbooks/foreign_device_plugin.yml --limit kgn-cp-kubeadm
-  run foreign playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost'
+  run foreign playbooks/gpu_sharing_stacks.yml --limit 'kgn-cp-kubeadm:localhost'
   said foreign "Refused to deploy a second device plugin: DaemonSet kube-system/nvidia-gpu-device-plugin"
   said foreign "set gpu_sharing_stacks_existing_device_plugin: adopt"
   on kgn-cp-kubeadm "$kubectl get daemonset -l app.kubernetes.io/managed-by=kube-gpu-nodes -o name | grep -q ." \
     || fail "the refusal removed our own device plugin"
-  ok_run foreign-adopt playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost' \
+  ok_run foreign-adopt playbooks/gpu_sharing_stacks.yml --limit 'kgn-cp-kubeadm:localhost' \
     -e gpu_sharing_stacks_existing_device_plugin=adopt
   on kgn-cp-kubeadm "$kubectl get daemonset nvidia-gpu-device-plugin -o name >/dev/null" || fail "the adopted one is gone"
   on kgn-cp-kubeadm "! $kubectl get daemonset -l kube-gpu-nodes.io/stack=nvidia_device_plugin -o name | grep -q ." \
     || fail "ours still runs beside the adopted one"
-  unchanged foreign-adopt-again playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost' \
+  unchanged foreign-adopt-again playbooks/gpu_sharing_stacks.yml --limit 'kgn-cp-kubeadm:localhost' \
     -e gpu_sharing_stacks_existing_device_plugin=adopt
   ok_run foreign-remove lab/playbooks/foreign_device_plugin.yml --limit kgn-cp-kubeadm -e lab_foreign=remove
-  ok_run foreign-back playbooks/gpu_stacks.yml --limit 'kgn-cp-kubeadm:localhost'
+  ok_run foreign-back playbooks/gpu_sharing_stacks.yml --limit 'kgn-cp-kubeadm:localhost'
   on kgn-cp-kubeadm "$kubectl get daemonset -l kube-gpu-nodes.io/stack=nvidia_device_plugin -o name | grep -q ." \
     || fail "our device plugin is not back"
 }
@@ -228,7 +228,7 @@ case_runtime_injects_nothing() {
   smoke_checks "$DOCKER_NODE:failed:no_device_injected" "$CTRD_NODE:warn:no_gpu_visible" \
     || fail "the swapped runtime is not reported by the engine smoke"
   said smoke-fault "the GPU request was ignored"
-  ok_run smoke-repair playbooks/container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
+  ok_run smoke-repair playbooks/nvidia_container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
   said smoke-repair "/usr/bin/nvidia-container-runtime differs from the package"
   for node in $DOCKER_NODE $CTRD_NODE; do
     mark[$node]=$(on $node 'wc -l </var/log/nvidia-container-runtime-standin.log 2>/dev/null || echo 0')
@@ -247,7 +247,7 @@ case_runtime_injects_nothing() {
   for node in kgn-cp-kubeadm kgn-cp-kubeasz; do
     on $node "! $kubectl get pods -A -l kube-gpu-nodes.io/smoke -o name | grep -q ." || fail "$node: a smoke pod is left"
   done
-  unchanged smoke-again playbooks/container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
+  unchanged smoke-again playbooks/nvidia_container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
 }
 
 restore_scheduler() { on kgn-cp-kubeasz 'mv /root/kube-scheduler.fault /opt/kube/bin/kube-scheduler'; }
@@ -289,7 +289,7 @@ assert labels["status"] == "ok", labels
 PY
   cp "$top/reports/latest/report.md" "$logs/cp-fails-report.md"
   restore_scheduler
-  ok_run cp-fails-repair playbooks/kube_scheduler.yml --limit kgn-cp-kubeasz
+  ok_run cp-fails-repair playbooks/kube_scheduler_extender.yml --limit kgn-cp-kubeasz
   on kgn-cp-kubeasz 'pid=$(systemctl show -p MainPID --value kube-scheduler); test "$pid" -gt 0 &&
     tr "\0" " " < /proc/$pid/cmdline | grep -q -- "--config="' || fail "kube-scheduler is not back on its config"
   unchanged cp-fails-again site.yml
@@ -303,12 +303,12 @@ cri() {  # cri NODE EXPR: evaluate EXPR on `crictl info` (the running containerd
 case_cdi_spec_deleted() {
   say "the node's CDI spec is deleted (containerd 2.1, CDI mode)"
   on $CTRD_NODE "rm -f $CDI_SPEC"
-  ok_run cdi-deleted playbooks/container_runtime.yml --limit $CTRD_NODE
+  ok_run cdi-deleted playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   said cdi-deleted "repaired: CDI spec $CDI_SPEC was missing: generated"
   on $CTRD_NODE "test -s $CDI_SPEC && nvidia-ctk cdi list 2>/dev/null | grep -qx 'nvidia.com/gpu=all'" || fail "the spec is not back"
   cri $CTRD_NODE "assert c['enableCDI'] is True and c['containerd']['defaultRuntimeName'] == 'nvidia', c" \
     || fail "containerd does not run nvidia by default with CDI on"
-  unchanged cdi-deleted-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged cdi-deleted-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
 }
 
 case_cdi_spec_stale() {
@@ -319,20 +319,20 @@ case_cdi_spec_stale() {
   ok_run cdi-stale playbooks/nvidia_driver_upgrade.yml --limit $CTRD_NODE -e gpu_driver_version=550.163.01
   said cdi-stale "regenerated (stale: written for driver 570.86.15"
   on $CTRD_NODE "! grep -q 570.86.15 $CDI_SPEC" || fail "the spec still names the old driver"
-  unchanged cdi-stale-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged cdi-stale-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
 }
 
 case_containerd2_config_reset() {
   say "containerd 2's config.toml is reset to \`containerd config default\` (our drop-in no longer imported)"
   on $CTRD_NODE 'containerd config default > /etc/containerd/config.toml && systemctl restart containerd'
   cri $CTRD_NODE "assert c['containerd']['defaultRuntimeName'] == 'runc', c" || fail "the fault did not take"
-  ok_run ctrd-reset playbooks/container_runtime.yml --limit $CTRD_NODE
+  ok_run ctrd-reset playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   said ctrd-reset "no longer imported the nvidia drop-in"
   on $CTRD_NODE 'grep -q "^version = 3" /etc/containerd/config.toml && grep -q 99-nvidia.toml /etc/containerd/config.toml' \
     || fail "config.toml is not the 2.x layout importing our drop-in"
   cri $CTRD_NODE "assert c['containerd']['defaultRuntimeName'] == 'nvidia' and c['enableCDI'] is True, c" \
     || fail "containerd does not run nvidia by default with CDI on"
-  unchanged ctrd-reset-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged ctrd-reset-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
 }
 
 case_toolkit_dpkg_interrupted() {
@@ -360,15 +360,65 @@ case_toolkit_dpkg_interrupted() {
 case_toolkit_config_deleted() {
   say "/etc/nvidia-container-runtime/config.toml is deleted"
   on $CTRD_NODE 'rm -f /etc/nvidia-container-runtime/config.toml'
-  ok_run config-deleted playbooks/container_runtime.yml --limit $CTRD_NODE
+  ok_run config-deleted playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
   said config-deleted "repaired: /etc/nvidia-container-runtime/config.toml was missing"
   on $CTRD_NODE 'grep -qx "mode = \"cdi\"" /etc/nvidia-container-runtime/config.toml' || fail "config.toml is not back in CDI mode"
-  unchanged config-deleted-again playbooks/container_runtime.yml --limit $CTRD_NODE
+  unchanged config-deleted-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
+}
+
+kernel_installed() {  # Debian's next kernel on the trixie GPU node: its image, not its headers; prints its version
+  on $CTRD_NODE 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-image-amd64 >/dev/null'
+  on $CTRD_NODE 'ls /boot | sed -n "s/^vmlinuz-//p" | sort -V | tail -n 1'
+}
+
+kernel_caught() {  # with the headers switched off the run cannot build: it says which kernel lacks the module and how
+  local kernel=$1
+  ok_run kernel-reported playbooks/nvidia_driver.yml --limit $CTRD_NODE -e nvidia_driver_kernel_headers=false
+  said kernel-reported "kernel $kernel has no NVIDIA module: booting it leaves the GPUs without a driver"
+  said kernel-reported "Run: apt-get install linux-headers-$kernel && dkms autoinstall -k $kernel"
+  on $CTRD_NODE "! ls /lib/modules/$kernel/updates/dkms/ 2>/dev/null | grep -q nvidia" || fail "a module was built"
+}
+
+kernel_removed() {  # back to a node without a kernel of its own, as the lab's other steps expect
+  local kernel=$1
+  on $CTRD_NODE "DEBIAN_FRONTEND=noninteractive apt-get purge -y -q linux-image-amd64 linux-image-$kernel \
+    linux-headers-$kernel >/dev/null"
+  unchanged kernel-removed playbooks/nvidia_driver.yml --limit $CTRD_NODE
+  if grep -q "has no NVIDIA module" "$logs/kernel-removed.out"; then fail "a removed kernel is still reported"; fi
+}
+
+case_kernel_update() {
+  say "a kernel update: Debian's next kernel is installed (its image, not its headers); the run must name it"
+  local kernel
+  kernel=$(kernel_installed)
+  [ -n "$kernel" ] || fail "no kernel image was installed"
+  say "installed kernel $kernel"
+  kernel_caught "$kernel"
+  kernel_removed "$kernel"
+}
+
+# Not in the default list (the DKMS build of the driver's module takes minutes): scripts/lab/faults.sh kernel_update_build
+case_kernel_update_build() {
+  say "a kernel update, then the build: the kernel is named, then its headers installed and the module built by DKMS"
+  local kernel
+  kernel=$(kernel_installed)
+  [ -n "$kernel" ] || fail "no kernel image was installed"
+  say "installed kernel $kernel"
+  kernel_caught "$kernel"
+  # passing: the default run installs the kernel's headers, DKMS builds the module, the run checks it is there
+  ok_run kernel-built playbooks/nvidia_driver.yml --limit $CTRD_NODE --diff
+  said kernel-built "installed linux-headers-$kernel"
+  on $CTRD_NODE "ls /lib/modules/$kernel/updates/dkms/nvidia-current.ko*" || fail "no module for $kernel after the run"
+  on $CTRD_NODE "dkms status | grep -q 'nvidia-current/.*, $kernel, .*: installed'" || fail "DKMS has not installed it"
+  unchanged kernel-again playbooks/nvidia_driver.yml --limit $CTRD_NODE
+  if grep -q "has no NVIDIA module" "$logs/kernel-again.out"; then fail "the second run still reports the kernel"; fi
+  kernel_removed "$kernel"
 }
 
 cases=(runtime_binary_gone runtime_injects_nothing containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
        scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin
-       cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted)
+       cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted
+       kernel_update)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;

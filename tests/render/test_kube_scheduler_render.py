@@ -1,5 +1,5 @@
-"""Render path of kube_scheduler_extender (kube_scheduler_extender_render_dir set): the kgn.gpu_nodes.kube_scheduler
-module plans without contacting the host and writes what apply would write.
+"""Render path of kube_scheduler_extender (kube_scheduler_extender_render_dir set): the
+kgn.gpu_nodes.kube_scheduler_extender module plans without contacting the host and writes what apply would write.
 
 One host per Kubernetes minor in VERSIONS (1.16 to 1.37), half kubeadm and half systemd, with the gpushare extender
 (the reference clusters' values), rendered from inventory data alone (the installers' own layouts, said in

@@ -70,6 +70,14 @@ HOSTS = {
         "nvidia_driver_branch": "570",
         "nvidia_driver_kernel_module": "open",
     },
+    # The newest releases, branch and flavour left to auto, from the GPUs a run recorded.
+    "ubu26_b200": {**_os("ubuntu", "26.04", gpu={"gpus": [{"product_name": "NVIDIA B200"}]})},
+    "ubu26_cuda_h100": {**_os("ubuntu", "26.04", gpu={"gpus": [{"product_name": "NVIDIA H100 80GB HBM3"}]}),
+                        "nvidia_driver_source": "cuda_repo"},
+    "rocky10_t4": {**_os("rocky", "10.0", gpu={"gpus": [{"product_name": "Tesla T4"}]}),
+                   "nvidia_driver_source": "cuda_repo"},
+    "rocky10_v100": {**_os("rocky", "10.0", gpu={"gpus": [{"product_name": "Tesla V100-SXM2-16GB"}]}),
+                     "nvidia_driver_source": "cuda_repo"},
     "runfile": {
         **_os("debian", "12"),
         "nvidia_driver_source": "runfile",
@@ -131,7 +139,7 @@ def test_recorded_observation_renders_what_a_run_would_write(rendered):
     pin = _read(rendered, "deb12_recorded", "/etc/apt/preferences.d/kgn-nvidia-driver.pref")
     assert "Pin: version 535.261.03-1\n" in pin
     plan = _plan(rendered, "deb12_recorded")
-    assert plan["headers_package"] == "linux-headers-6.1.0-18-amd64"
+    assert plan["headers_packages"] == ["linux-headers-6.1.0-18-amd64"]
     assert plan["target"] == "535.261.03-1" and plan["target_exact"] is True
     assert not any("pinned as" in a or "GPU facts" in a for a in plan["assumed"])
 
@@ -146,7 +154,9 @@ def test_debian_cuda_repo_uses_the_mirror_and_signed_by(rendered):
     assert stanza["URIs"] == "http://mirror.local/cuda/repos/debian12/x86_64/"
     assert stanza["Signed-By"] == "/usr/share/keyrings/kgn-cuda-archive-keyring.asc"
     plan = _plan(rendered, "deb12_cuda")
-    assert plan["packages"] == ["cuda-drivers-570"]
+    # kernel_module auto, no GPU facts recorded: R570 is past R560, where the open modules became the default
+    assert plan["packages"] == ["nvidia-open-570"]
+    assert plan["kernel_module_choice"]["how"].endswith("(no GPU facts recorded)")
     assert plan["cuda_repo_key_url"] == "http://mirror.local/cuda/repos/debian12/x86_64/3bf863cc.pub"
     assert not (rendered / "deb12_cuda/etc/apt/sources.list.d/kgn-nvidia-driver.sources").exists()
 
@@ -193,6 +203,44 @@ def test_rhel8_aarch64_open_uses_sbsa_and_the_open_stream(rendered):
     assert plan["packages"][0] == "nvidia-open"
 
 
+def test_ubuntu_2604_distro_takes_the_newest_supported_server_branch_with_the_open_modules(rendered):
+    # resolute carries nvidia-graphics-drivers-580-server and -595-server in restricted (packages.ubuntu.com);
+    # NVIDIA supports R595 until March 2027, and a B200 runs only with the open modules
+    plan = _plan(rendered, "ubu26_b200")
+    assert (plan["platform"], plan["branch"], plan["kernel_module"]) == ("Ubuntu-26", "595", "open")
+    assert plan["packages"] == ["nvidia-headless-595-server-open", "nvidia-utils-595-server",
+                                "nvidia-compute-utils-595-server"]
+    assert plan["branch_choice"]["how"] == "auto" and plan["branch_choice"]["lifecycle"]["status"] == "supported"
+    assert plan["kernel_module_choice"]["how"] == "auto: NVIDIA B200 (Blackwell) run only with the open modules"
+    stanzas = _stanzas(_read(rendered, "ubu26_b200", "/etc/apt/sources.list.d/kgn-nvidia-driver.sources"))
+    assert [(s["Suites"], s["Components"]) for s in stanzas] == [
+        ("resolute", "restricted"), ("resolute-updates", "restricted"), ("resolute-security", "restricted")]
+    assert plan["os_lifecycle"]["status"] == "supported" and plan["warnings"] == []
+
+
+def test_ubuntu_2604_cuda_repo_uses_the_unsuffixed_package_names(rendered):
+    # from branch 590 NVIDIA's Ubuntu packages carry no branch in their names; the apt pin holds the branch
+    (stanza,) = _stanzas(_read(rendered, "ubu26_cuda_h100", "/etc/apt/sources.list.d/kgn-cuda.sources"))
+    assert stanza["URIs"] == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2604/x86_64/"
+    plan = _plan(rendered, "ubu26_cuda_h100")
+    assert (plan["branch"], plan["kernel_module"], plan["packages"]) == ("595", "open", ["nvidia-open"])
+    assert "Pin: version 595.*" in _read(rendered, "ubu26_cuda_h100", "/etc/apt/preferences.d/kgn-nvidia-driver.pref")
+
+
+def test_rocky10_locks_the_branch_instead_of_a_module_stream(rendered):
+    repo = _read(rendered, "rocky10_t4", "/etc/yum.repos.d/kgn-cuda.repo")
+    assert "baseurl=https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64\n" in repo
+    assert "gpgkey=https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64/CDF6BA43.pub\n" in repo
+    plan = _plan(rendered, "rocky10_t4")
+    assert (plan["platform"], plan["branch"], plan["kernel_module"]) == ("RedHat-10", "595", "open")
+    assert plan["packages"] == ["nvidia-open", "nvidia-driver-cuda", "nvidia-persistenced"]
+    assert plan["dnf_module"] == "" and plan["branch_lock"] == "*nvidia*595*"
+    # a V100 (Volta) needs the proprietary modules, which R580 is the last branch to support Volta with
+    v100 = _plan(rendered, "rocky10_v100")
+    assert (v100["branch"], v100["kernel_module"], v100["packages"][0]) == ("580", "proprietary", "nvidia-driver")
+    assert v100["branch_lock"] == "*nvidia*580*"
+
+
 def test_runfile_writes_no_repository(rendered):
     assert _plan(rendered, "runfile")["packages"] == []
     assert _plan(rendered, "runfile")["runfile"]["args"] == ["--silent", "--driver"]
@@ -211,7 +259,8 @@ def test_every_host_renders_its_own_platform(rendered):
     assert platforms == {
         "deb12": "Debian-12", "deb12_recorded": "Debian-12", "deb13_open": "Debian-13", "deb12_cuda": "Debian-12",
         "ubu24": "Ubuntu-24", "ubu24_open": "Ubuntu-24", "ubu22_cuda": "Ubuntu-22", "rhel9": "RedHat-9",
-        "rhel8_arm_open": "RedHat-8", "runfile": "Debian-12",
+        "rhel8_arm_open": "RedHat-8", "runfile": "Debian-12", "ubu26_b200": "Ubuntu-26",
+        "ubu26_cuda_h100": "Ubuntu-26", "rocky10_t4": "RedHat-10", "rocky10_v100": "RedHat-10",
     }
 
 

@@ -152,3 +152,36 @@ def test_every_kubernetes_object_of_the_lab_is_valid_for_its_version(lab):
     """Static pods, stack manifests and samples, strictly, against the OpenAPI schema of each host's version."""
     checked = kubernetes_schemas.check_render(lab)
     assert checked and all(checked.values()), checked
+
+
+def test_render_plans_the_mig_layout_from_the_gpus_the_last_run_recorded(tmp_path):
+    """render.yml renders every role of a GPU node, MIG included: its plan (commands, not files) from the GPUs
+    the last run recorded (kgn_observed_nvidia_mig, here the H100 capture's GPUs); a node with none recorded is
+    refused as a run there would refuse it."""
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
+
+    xml = (TOP / "tests/unit/modules/fixtures/nvidia-h100-80gb-hbm3-580/nvidia-smi-q-x.xml").read_text()
+    observed = {"gpus": mig.parse_query_xml(xml), "gis": [], "cis": [], "offered": None}
+    node = {"kubernetes_version": "1.34.1", "container_runtime": "containerd", "nvidia_mig_layout": "all-3g.40gb",
+            "nvidia_mig_strategy": "single", "gpu_sharing_stacks": ["nvidia_device_plugin"],
+            "kgn_observed_nvidia_container_toolkit": {"pkg_mgr": "apt"},
+            "nvidia_driver_observed": {"os": {"id": "debian", "version_id": "12"}, "architecture": "x86_64"}}
+    inventory = {"all": {"children": {"gpu_nodes": {"hosts": {
+        "h100": {**node, "kgn_observed_nvidia_mig": observed}, "fresh": node}},
+        "kube_control_plane": {"hosts": {}}}, "vars": {"kube_api_kubeconfig": "/etc/kubernetes/admin.conf"}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    result = run_playbook("playbooks/render.yml", "-i", str(tmp_path / "inventory.yml"),
+                          "-e", f"render_dir={tmp_path / 'out'}")
+    # a layout for a node whose GPUs were never recorded is what a run there would refuse: said, the rest rendered
+    assert result.returncode != 0
+    assert "fresh: nvidia_mig_layout is 'all-3g.40gb' but nvidia-smi lists no GPU on this node" in result.stdout
+    assert "h100: nvidia_mig" not in result.stdout
+    plan = json.loads((tmp_path / "out/h100/_plan/nvidia_mig.json").read_text())
+    [gpu] = plan["gpus"]
+    assert plan["changed"] and gpu["after"].count("3g.40gb") == 2 and plan["assumed"] == []
+    assert any("mig -i 0 -e 1" in " ".join(step["argv"]) or "-mig 1" in " ".join(step["argv"])
+               for step in plan["commands"])
+    assert not (tmp_path / "out/fresh/_plan/nvidia_mig.json").exists()
+    # the node's other roles rendered beside it (the role list of render.yml)
+    assert (tmp_path / "out/h100/_plan/nvidia_driver.json").exists()
+    assert (tmp_path / "out/h100/_plan/cuda_toolkit.yml").exists()

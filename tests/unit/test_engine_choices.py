@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, runtime
-from ansible_collections.kgn.gpu_nodes.plugins.modules import container_runtime
+from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_container_runtime as container_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 CHOICES = ["auto", *runtime.RUNTIMES]

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py"))
@@ -26,3 +27,29 @@ def test_module_documentation_parses(module):
     assert doc["doc"]["options"] is not None
     assert doc["examples"].strip(), f"{module} has no EXAMPLES"
     assert doc["return"], f"{module} has no RETURN"
+
+
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
+RENAMED = {
+    name: entry["redirect"].rsplit(".", 1)[1]
+    for name, entry in yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["plugin_routing"]["modules"].items()
+    if "redirect" in entry
+}
+
+
+def test_each_concerns_module_is_named_after_its_role():
+    """One name per concern: a role that calls a module of its own calls the module of its own name."""
+    for role in ROLES:
+        tasks = "".join(p.read_text() for p in (ROOT / "roles" / role / "tasks").glob("*.yml"))
+        if f"kgn.gpu_nodes.{role}:" not in tasks and role in MODULES:
+            pytest.fail(f"role {role} does not call the module of its name")
+    for old, new in RENAMED.items():
+        assert new in MODULES and old not in MODULES, (old, new)
+
+
+def test_an_old_module_name_still_runs_the_renamed_module_with_a_deprecation_warning():
+    argv = ["ansible", "localhost", "-m", "kgn.gpu_nodes.node_labels", "-a", "bogus_option=1"]
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert "kgn.gpu_nodes.node_labels has been deprecated" in result.stdout + result.stderr
+    # the renamed module answered (its own argument check), not "couldn't resolve module"
+    assert "bogus_option" in result.stdout + result.stderr and "couldn't resolve" not in result.stdout + result.stderr

@@ -102,6 +102,7 @@ def test_bad_inputs_failed_early_and_changed_nothing(host):
         "unknown source",
         "cuda the driver cannot run",
         "branch without support for the gpu",
+        "flavour the gpu cannot run",
         "runfile url 404",
         "held driver outside a planned upgrade",
     }

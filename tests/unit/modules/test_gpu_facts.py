@@ -144,3 +144,78 @@ def test_module_answers_when_neither_tool_exists():
     assert (result["gpu_present"], result["driver_loaded"], result["source"]) == (False, False, "none")
     assert "not found" in result["reason"] and "lspci: not found" in result["reason"]
     assert result["gpus"] == []
+
+
+# --- a real H100 on driver 580 (fixtures/nvidia-h100-80gb-hbm3-580/README.md) -------------------------------
+H100 = FIXTURES / "nvidia-h100-80gb-hbm3-580"
+CAPTURED_QUERY = ("name", "driver_version", "pci.bus_id", "memory.total [MiB]", "mig.mode.current",
+                  "mig.mode.pending", "compute_cap", "persistence_mode")
+
+
+def test_h100_580_xml_parses_without_a_compute_capability_element():
+    facts = kg.parse_nvidia_smi_xml((H100 / "nvidia-smi-q-x.xml").read_text())
+    assert (facts["driver_version"], facts["cuda_version"], facts["gpu_count"]) == ("580.159.04", "13.0", 1)
+    gpu = facts["gpus"][0]
+    assert (gpu["product_name"], gpu["product_architecture"]) == ("NVIDIA H100 80GB HBM3", "Hopper")
+    assert gpu["memory_total_mib"] == 81559 and gpu["pci_bus_id"] == "00000000:00:06.0"
+    assert (gpu["mig_mode_current"], gpu["mig_devices"], gpu["processes"]) == ("Disabled", [], [])
+    # driver 580 prints no <compute_cap>: the XML alone leaves it open ...
+    assert gpu["compute_capability"] is None
+
+
+def test_h100_580_compute_capability_comes_from_the_csv_query():
+    facts = kg.parse_nvidia_smi_xml((H100 / "nvidia-smi-q-x.xml").read_text())
+    rows = kg.parse_query_csv((H100 / "query.csv").read_text(), CAPTURED_QUERY)
+    assert rows == [{"name": "NVIDIA H100 80GB HBM3", "driver_version": "580.159.04", "pci.bus_id": "00000000:00:06.0",
+                     "memory.total [MiB]": "81559 MiB", "mig.mode.current": "Disabled", "mig.mode.pending": "Disabled",
+                     "compute_cap": "9.0", "persistence_mode": "Enabled"}]
+    gpu = kg.add_compute_capability(facts, rows)["gpus"][0]
+    assert (gpu["compute_capability"], gpu["compute_capability_source"]) == (
+        "9.0", "nvidia-smi --query-gpu=compute_cap")
+
+
+def test_h100_proc_version_says_open_kernel_module():
+    assert kg.parse_proc_version((H100 / "proc-version.txt").read_text()) == {"version": "580.159.04",
+                                                                              "flavour": "open"}
+    module = kg.kernel_module((H100 / "proc-version.txt").read_text())
+    assert module == {"version": "580.159.04", "flavour": "open", "source": "/proc/driver/nvidia/version"}
+
+
+@pytest.mark.parametrize(("text", "flavour", "signed"), [
+    # modinfo of the open module (open-gpu-kernel-modules: MODULE_LICENSE("Dual MIT/GPL")) signed by DKMS
+    ("filename:       /lib/modules/6.12.48+deb13-amd64/updates/dkms/nvidia-current.ko.xz\nversion:        "
+     "550.163.01\nlicense:        Dual MIT/GPL\nsigner:         DKMS module signing key\n", "open", True),
+    # the proprietary module, unsigned
+    ("filename:       /lib/modules/6.1.0-18-amd64/updates/dkms/nvidia-current.ko\nversion:        535.261.03\n"
+     "license:        NVIDIA\n", "proprietary", False),
+])
+def test_modinfo_license_names_the_flavour(text, flavour, signed):
+    info = kg.parse_modinfo(text)
+    assert (info["flavour"], info["signed"]) == (flavour, signed)
+    assert kg.kernel_module("", text)["source"] == "modinfo nvidia"
+
+
+def test_a_gpu_nvidia_smi_cannot_answer_for_takes_the_product_tables_capability():
+    facts = kg.no_driver_result("nvidia-smi: not found", [{"index": 0, "pci_bus_id": "01:00.0",
+                                                           "pci_device_id": "290110DE", "product_name": "NVIDIA B200"}])
+    gpu = kg.add_known_compute_capability(facts)["gpus"][0]
+    assert (gpu["compute_capability"], gpu["compute_capability_source"]) == ("10.0", "product table (B200)")
+
+
+def test_module_on_the_h100_capture_returns_9_0_and_the_open_flavour(tmp_path):
+    # the stand-in answers -q -x with the captured XML and the module's own query with the captured values
+    # (index 0, the zeroed UUID of the capture, compute_cap 9.0 as query.csv says)
+    smi = _stand_in(tmp_path, "nvidia-smi", f"""case "$1" in
+  -q) cat {H100 / 'nvidia-smi-q-x.xml'} ;;
+  --query-gpu=index,uuid,compute_cap) echo '0, GPU-00000000-0000-0000-0000-000000000000, 9.0' ;;
+  *) exit 2 ;;
+esac
+""")
+    result = _run_module(f"nvidia_smi_path={smi} use_lspci=false", check=True)
+    gpu = result["gpus"][0]
+    assert gpu["compute_capability"] == "9.0"
+    assert gpu["compute_capability_source"] == "nvidia-smi --query-gpu=compute_cap"
+    # this machine has no NVIDIA module: the flavour is unknown here, and said so rather than assumed
+    assert result["kernel_module"] == {"version": "", "flavour": "", "source": ""}
+    # nor is a driver installed on this machine (the stand-in is not on PATH): the reader says so
+    assert result["installed_driver"]["present"] is False and result["installed_driver"]["version"] == ""

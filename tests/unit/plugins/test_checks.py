@@ -127,6 +127,7 @@ def test_healthy_gpu_node_is_ok_with_every_check_ok():
     assert set(checks) == {
         "gpu_present",
         "driver_package",
+        "driver_support",
         "driver_loaded",
         "nvidia_smi",
         "runtime_registered",
@@ -330,6 +331,17 @@ def test_driver_faults_map_to_their_known_cause(gpu_change, check, entry):
     assert verdict == "failed"
     assert checks[check]["status"] == "failed"
     assert causes(checks[check]) == [entry]
+
+
+def test_what_the_driver_plan_warned_of_degrades_the_node_and_says_it():
+    """An OS or driver branch past its end of life works today: a warning with the plan's own words, not a failure."""
+    gpu = copy.deepcopy(GPU_OK)
+    gpu["support_warnings"] = ["driver branch R470 is past NVIDIA's end of life (2024-09)"]
+    checks, verdict = judge(node(gpu=gpu))
+    assert verdict == "degraded" and checks["driver_support"]["status"] == "warn"
+    assert "R470 is past NVIDIA's end of life" in checks["driver_support"]["summary"]
+    assert causes(checks["driver_support"]) == ["support_ending"]
+    assert "R470" in checks["driver_support"]["diagnosis"][0]["cause"]
 
 
 def test_version_mismatch_cause_names_both_versions():
@@ -646,4 +658,4 @@ def test_cdi_faults_are_diagnosed_with_their_fix(over, check, entry):
     checks, verdict = judge(cdi_node(**over))
     assert verdict == "failed"
     assert checks[check]["status"] == "failed" and causes(checks[check]) == [entry]
-    assert "container_runtime.yml" in checks[check]["diagnosis"][0]["fix"]
+    assert "nvidia_container_runtime.yml" in checks[check]["diagnosis"][0]["fix"]

@@ -8,6 +8,8 @@ import time
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver as kd
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state as state
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as smi
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
 from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_driver as mod
@@ -17,8 +19,8 @@ INPUTS = {
     "allow_upgrade": False, "install_recommends": False,
     "debian_mirror": "http://deb.debian.org/debian", "debian_security_mirror": "http://deb.debian.org/debian-security",
     "ubuntu_mirror": "http://archive.ubuntu.com/ubuntu", "ubuntu_security_mirror": "http://security.ubuntu.com/ubuntu",
-    "cuda_repo_base_url": "https://developer.download.nvidia.com/compute/cuda/repos", "cuda_repo_key": "3bf863cc.pub",
-    "cuda_repo_key_rpm": "D42D0685.pub", "runfile_url": "", "runfile_path": "", "runfile_extra_args": [],
+    "cuda_repo_base_url": "https://developer.download.nvidia.com/compute/cuda/repos", "cuda_repo_key": "",
+    "cuda_repo_key_rpm": "", "runfile_url": "", "runfile_path": "", "runfile_extra_args": [],
     "kernel_headers": True, "blacklist_nouveau": True, "initramfs_rebuild": True, "persistenced_start": True,
     "secure_boot_policy": "fail",
 }
@@ -28,9 +30,11 @@ OS = {
     "Ubuntu-20": {"id": "ubuntu", "version_id": "20.04", "id_like": "debian"},
     "Ubuntu-22": {"id": "ubuntu", "version_id": "22.04", "id_like": "debian"},
     "Ubuntu-24": {"id": "ubuntu", "version_id": "24.04", "id_like": "debian"},
+    "Ubuntu-26": {"id": "ubuntu", "version_id": "26.04", "id_like": "debian"},
     "RedHat-7": {"id": "ol", "version_id": "7.9", "id_like": "fedora"},
     "RedHat-8": {"id": "rocky", "version_id": "8.10", "id_like": "rhel centos fedora"},
     "RedHat-9": {"id": "rhel", "version_id": "9.4", "id_like": "fedora"},
+    "RedHat-10": {"id": "almalinux", "version_id": "10.0", "id_like": "rhel centos fedora"},
 }
 BOOKWORM = ["535.309.01-0+deb12u1", "535.261.03-1"]
 STOCK_BOOKWORM = {"/etc/apt/sources.list": (
@@ -82,8 +86,8 @@ def test_no_os_is_refused_never_guessed(os_release):
 
 
 def test_unknown_platform_is_refused_with_the_list():
-    with pytest.raises(KgnError, match=r"supports Debian-12, Debian-13, Ubuntu-22, Ubuntu-24, Ubuntu-20, RedHat-7, "
-                                       r"RedHat-8, RedHat-9; this host is centos 6 \(RedHat-6\)"):
+    with pytest.raises(KgnError, match=r"supports Debian-12, Debian-13, Ubuntu-20, Ubuntu-22, Ubuntu-24, Ubuntu-26, "
+                                       r"RedHat-7, RedHat-8, RedHat-9, RedHat-10; this host is centos 6 \(RedHat-6\)"):
         kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": {"id": "centos", "version_id": "6"}})
 
 
@@ -110,7 +114,7 @@ def test_distro_packages_of_every_debian_platform(platform, flavour):
     text = files(result)[kd.FILES["distro_sources"]]
     assert "Signed-By: /usr/share/keyrings/" + ("debian" if platform.startswith("Debian") else "ubuntu") in text
     assert files(result)[kd.FILES["cuda_sources"]] is None
-    assert result["headers_package"] == "linux-headers-<running kernel>"
+    assert result["headers_packages"] == ["linux-headers-<running kernel>"]
     assert result["initramfs"]["command"] == ["update-initramfs", "-u"]
 
 
@@ -135,17 +139,24 @@ def test_cuda_repo_on_every_platform(platform, flavour):
             result)[kd.FILES["cuda_yum_repo"]]
     elif platform.startswith("RedHat"):
         assert result["packages"][0] == ("nvidia-driver" if flavour == "proprietary" else "nvidia-open")
-        assert result["dnf_module"] == f"@nvidia-driver:570-{'dkms' if flavour == 'proprietary' else 'open'}/default"
+        if platform == "RedHat-10":
+            # no module streams on EL 10: the branch is locked before the install, the key is NVIDIA's rhel10 one
+            assert result["dnf_module"] == "" and result["branch_lock"] == "*nvidia*570*"
+            key = "CDF6BA43.pub"
+        else:
+            stream = "dkms" if flavour == "proprietary" else "open"
+            assert result["dnf_module"] == f"@nvidia-driver:570-{stream}/default" and result["branch_lock"] == ""
+            key = "D42D0685.pub"
         assert result["version_package"] == "nvidia-driver"
         repo = files(result)[kd.FILES["cuda_yum_repo"]]
-        assert f"baseurl={url}\n" in repo and f"gpgkey={url}/D42D0685.pub\n" in repo and "gpgcheck=1" in repo
+        assert f"baseurl={url}\n" in repo and f"gpgkey={url}/{key}\n" in repo and "gpgcheck=1" in repo
         assert "kmod-nvidia-*" in result["versionlock_patterns"]
-        assert result["headers_package"].startswith("kernel-devel-")
+        assert result["headers_packages"][0].startswith("kernel-devel-")
         assert result["initramfs"]["command"] == ["dracut", "-f"]
         assert kd.FILES["apt_pin"] not in files(result)
     else:
         assert result["packages"] == ["cuda-drivers-570" if flavour == "proprietary" else "nvidia-open-570"]
-        assert result["version_package"] == "cuda-drivers-570"
+        assert result["version_package"] == result["packages"][0]
         assert f"URIs: {url}/\n" in files(result)[kd.FILES["cuda_sources"]]
         assert f"Signed-By: {kd.FILES['cuda_keyring']}" in files(result)[kd.FILES["cuda_sources"]]
         assert result["cuda_keyring"]["wanted"] is True
@@ -186,15 +197,18 @@ def test_distro_source_not_on_the_platform(platform, branch, message):
 
 
 def test_kepler_gpu_is_refused():
-    with pytest.raises(KgnError, match="cannot drive GPU Tesla K80: R470 is the last branch for Kepler GPUs"):
+    with pytest.raises(KgnError, match=r"nvidia_driver_branch 535 cannot drive this node's GPUs: Tesla K80 \(Kepler\) "
+                                       r"are supported up to R470, the last branch for them"):
         plan(node(gpu=KEPLER))
 
 
 def test_open_modules_on_volta_and_proprietary_on_grace_hopper_are_refused():
-    with pytest.raises(KgnError, match="open kernel modules need Turing or newer"):
+    with pytest.raises(KgnError, match=r"kernel_module=open cannot drive Tesla V100-SXM2-16GB \(Volta\): the open "
+                                       "kernel modules need Turing or newer"):
         kd.driver_plan({**INPUTS, "branch": "550", "kernel_module": "open"},
                        node("Debian-13", gpu={"gpus": [{"product_name": "Tesla V100-SXM2-16GB"}]}))
-    with pytest.raises(KgnError, match="supported by the open kernel modules only"):
+    with pytest.raises(KgnError, match=r"kernel_module=proprietary cannot drive NVIDIA GH200 480GB \(Hopper\): they "
+                                       "run only with the open kernel modules"):
         plan(node(gpu={"gpus": [{"product_name": "NVIDIA GH200 480GB"}]}))
 
 
@@ -245,8 +259,8 @@ def test_adopt_needs_a_driver_and_keeps_a_packaged_one_managed():
 
 def test_an_adopted_driver_too_old_for_the_gpu_is_refused():
     old = {**FOREIGN, "version": "470.256.02", "kernel_module_version": ""}
-    with pytest.raises(KgnError, match=r"the driver found on the node \(470.256.02, adopted\) cannot drive GPU "
-                                       r"NVIDIA H100"):
+    with pytest.raises(KgnError, match=r"the driver found on the node \(470.256.02, adopted\) cannot drive this "
+                                       r"node's GPUs: NVIDIA H100 80GB HBM3 \(Hopper\) need R520 or newer"):
         plan(node(driver=old, gpu={"gpus": [{"product_name": "NVIDIA H100 80GB HBM3"}]}))
 
 
@@ -294,7 +308,7 @@ def test_the_block_spares_the_container_toolkit_and_cuda(name):
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
-    ({"branch": "r535"}, "give the branch as a quoted number"),
+    ({"branch": "r535"}, "give auto or the branch as a quoted number"),
     ({"version": "latest"}, "give an upstream version"),
     ({"version": "550.163.01"}, "is not in nvidia_driver_branch 535"),
     ({"source": "ppa"}, "must be one of distro, cuda_repo, runfile"),
@@ -494,7 +508,8 @@ def test_dnf_fresh_install_plan():
     result = rhel()
     assert result["specs"] == ["nvidia-driver", "nvidia-driver-cuda", "nvidia-persistenced"]
     assert result["missing"] == result["specs"] and result["target"] == "550.*"
-    assert result["headers_missing"] is True and result["headers_package"] == "kernel-devel-5.14.0-427.el9.x86_64"
+    assert result["headers_missing"] is True
+    assert result["kernels"]["headers_to_install"] == ["kernel-devel-5.14.0-427.el9.x86_64"]
     assert result["hold_changes"] == {"hold": ["nvidia-*", "kmod-nvidia-*", "libnvidia-*", "dkms-nvidia"],
                                       "unhold": []}
     assert result["module_changes"] is True
@@ -538,16 +553,17 @@ def test_stack_excludes_the_container_toolkit():
 
 def test_os_release_parser():
     text = 'PRETTY_NAME="Rocky Linux 9.3"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n'
-    assert mod.os_release(text) == {"id": "rocky", "version_id": "9.3", "id_like": "rhel centos fedora"}
+    assert state.os_release(text) == {"id": "rocky", "version_id": "9.3", "id_like": "rhel centos fedora"}
 
 
-@pytest.mark.parametrize(("text", "version"), [
-    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
-    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build\n", "550.54.14"),
-    ("", ""),
+@pytest.mark.parametrize(("text", "version", "flavour"), [
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05",
+     "proprietary"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build\n", "550.54.14", "open"),
+    ("", "", ""),
 ])
-def test_kernel_module_version(text, version):
-    assert mod.kernel_module_version(text) == version
+def test_kernel_module_version(text, version, flavour):
+    assert smi.parse_proc_version(text) == {"version": version, "flavour": flavour}
 
 
 def test_dry_run_report():
@@ -575,7 +591,7 @@ def test_lists_older_than_an_hour_or_than_a_source_file_are_stale(tmp_path, monk
 
 
 def test_locked_names():
-    assert mod._locked_names(["nvidia-driver-3:550.90.07-1.el9.*", "kmod-nvidia-latest-dkms-3:550.90.07-1.el9.*"]) \
+    assert state._locked_names(["nvidia-driver-3:550.90.07-1.el9.*", "kmod-nvidia-latest-dkms-3:550.90.07-1.el9.*"]) \
         == ["kmod-nvidia-latest-dkms", "nvidia-driver"]
 
 
@@ -634,7 +650,7 @@ def _dpkg_rows(rows):
     return "".join(f"ii |{name}|{version}\n" for name, version in rows.items())
 
 
-def test_apt_fresh_install_sequence(quiet_node):
+def test_apt_fresh_install_sequence(quiet_node, monkeypatch):
     after = {"nvidia-driver": BOOKWORM[0], "nvidia-smi": BOOKWORM[0], "libcuda1": BOOKWORM[0],
              "firmware-nvidia-gsp": BOOKWORM[0]}
     fake = FakeModule({
@@ -648,10 +664,14 @@ def test_apt_fresh_install_sequence(quiet_node):
     inputs = {**INPUTS, "kernel_headers": False, "persistenced_start": False}
     observed = node(packages={"offered": []})  # stale lists: the version is chosen after the refresh
     run = mod.Run(fake, inputs, observed, kd.driver_plan(inputs, observed))
+    monkeypatch.setattr(state, "kernels", lambda module: {"running": "6.18.44", "kernels": [], "dkms": {}})
     run.apply_apt()
     run.kernel_side()
+    run.kernel_modules()
     run.persistenced()
     run.request_reboot()
+    # the kernels are read again after the install; the plan the result reports is still what the run installed
+    assert run.plan["missing"] and run.plan["kernels"]["recorded"] is True
     apt = [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] not in ("showhold", "check")]
     assert apt[0] == ["apt-get", "update", "-q"]
     assert apt[1][:5] == ["apt-get", "-o", "Debug::NoLocking=1", "install", "--assume-no"]
@@ -832,16 +852,17 @@ def test_driver_state_finds_a_driver_by_its_nvml_library_alone(monkeypatch, tmp_
     lib = tmp_path / "libnvidia-ml.so.450.102.04"
     lib.write_text("")
     (tmp_path / "libnvidia-ml.so.1").symlink_to(lib.name)
-    monkeypatch.setattr(mod, "NVML_GLOBS", (str(tmp_path / "libnvidia-ml.so.*.*"),))
-    monkeypatch.setattr(mod, "PROC_VERSION", str(tmp_path / "no-proc-version"))
+    monkeypatch.setattr(state, "NVML_GLOBS", (str(tmp_path / "libnvidia-ml.so.*.*"),))
+    monkeypatch.setattr(smi, "PROC_VERSION", str(tmp_path / "no-proc-version"))
     # dpkg owns nothing of it
     fake = FakeModule({("dpkg-query", "-S"): (1, "", "no path found matching pattern")}, tools=("dpkg-query",))
-    state = mod.driver_state(fake, "debian", [], "")
-    assert state == {"present": True, "version": "450.102.04", "kernel_module_version": "", "nvidia_smi": "",
-                     "library": str(lib), "owner": "", "owned": False}
+    found = state.driver_state(fake, "debian", [], "")
+    assert found == {"present": True, "version": "450.102.04", "kernel_module_version": "", "kernel_module": "",
+                     "kernel_module_source": "", "nvidia_smi": "", "library": str(lib), "package_version": "",
+                     "owner": "", "owned": False}
     # a package owning the library makes it ours
     fake = FakeModule({("dpkg-query", "-S"): (0, f"libnvidia-ml1:amd64: {lib}\n", "")}, tools=("dpkg-query",))
-    assert mod.driver_state(fake, "debian", [], "")["owned"] is True
+    assert state.driver_state(fake, "debian", [], "")["owned"] is True
 
 
 # --- a CUDA repository source that is not ours (NVIDIA's cuda-keyring package, or written by hand) ------------
@@ -908,3 +929,49 @@ def test_apt_an_interrupted_dpkg_of_the_driver_is_finished_first_and_said(quiet_
         i for i, c in enumerate(fake.calls) if c[:2] in (["apt-get", "update"], ["apt-get", "install"]))
     assert any("unpacked but not configured" in r and "dpkg --configure -a" in r for r in run.repaired)
     assert "dpkg --configure -a (finish the interrupted dpkg)" in run.actions
+
+
+def test_observe_reads_the_node_once_through_driver_state(quiet_node, monkeypatch):
+    # nvidia-kernel-common has a version of its own (Debian's nvidia-support source): not the driver's
+    stack = {"nvidia-driver": "550.163.01-2", "nvidia-smi": "550.163.01-2", "nvidia-kernel-dkms": "550.163.01-2",
+             "nvidia-kernel-common": "20240109+1", "nvidia-modprobe": "550.127.05-1"}
+    fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows(stack), ""),
+                       ("apt-cache", "madison"): (0, " nvidia-driver | 550.163.01-2 | x\n", ""),
+                       ("apt-mark", "showhold"): (0, "nvidia-driver\nnvidia-smi\n", "")})
+    monkeypatch.setattr(mod.host, "read", lambda path, *a, **k: (
+        'ID=debian\nVERSION_ID="13"\n' if path == "/etc/os-release" else None))
+    monkeypatch.setattr(state, "kernels", lambda module: {"running": "6.18.44", "kernels": [], "dkms": {}})
+    inputs = {**INPUTS, "branch": "auto", "kernel_module": "auto"}
+    observed = mod.observe(fake, inputs, {"gpus": [{"product_name": "Tesla T4"}]})
+    assert observed["os"] == {"id": "debian", "version_id": "13", "id_like": ""}
+    assert observed["packages"]["installed"] == "550.163.01-2" and observed["packages"]["held"] == [
+        "nvidia-driver", "nvidia-smi"]
+    assert observed["driver"]["package_version"] == "550.163.01" and observed["kernels"]["kernels"] == []
+    plan_ = kd.driver_plan({**inputs, "today": "2026-11-26"}, observed)
+    assert (plan_["branch"], plan_["kernel_module"], plan_["branch_choice"]["how"]) == ("550", "proprietary",
+                                                                                          "installed")
+
+
+def test_a_kernel_still_without_the_module_after_the_install_is_built(quiet_node, monkeypatch):
+    kernel = "6.12.117+deb13-amd64"
+    added = {"present": True, "modules": [{"module": "nvidia-current", "version": "550.163.01", "kernel": "",
+                                           "state": "added"}]}
+    bare = {"version": kernel, "running": False, "headers": True, "module": "", "module_version": "",
+            "signed": False}
+    built = {**bare, "module": f"/lib/modules/{kernel}/updates/dkms/nvidia-current.ko.xz",
+             "module_version": "550.163.01"}
+    fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows({"nvidia-driver": "550.163.01-2"}), "")},
+                      tools=(*FakeModule.TOOLS, "dkms"))
+    monkeypatch.setattr(state, "kernels", lambda module: {"running": "6.18.44", "dkms": added, "kernels": [
+        built if module.ran("dkms", "autoinstall") else bare]})
+    observed = node("Debian-13", packages={"installed": "550.163.01-2", "present": ["nvidia-driver=550.163.01-2"],
+                                           "offered": ["550.163.01-2"], "stack": ["nvidia-driver"],
+                                           "held": ["nvidia-driver"]},
+                    kernels={"running": "6.18.44", "dkms": added, "kernels": [bare]})
+    inputs = {**INPUTS, "branch": "550"}
+    run = mod.Run(fake, inputs, observed, kd.driver_plan(inputs, observed))
+    assert run.plan["kernels"]["builds"] == [kernel]
+    run.kernel_modules()
+    assert fake.commands("dkms") == [["dkms", "autoinstall", "-k", kernel]]
+    assert f"built the NVIDIA module for kernel {kernel} (dkms autoinstall -k {kernel})" in run.actions
+    assert run.plan["kernels"]["kernels"][0]["status"] == "ok"

@@ -402,3 +402,12 @@ def test_the_runtime_mode_is_a_label_when_known():
     refused = lab.labels_plan({"nodes": {"n1": {"runtime_mode": "jit-cdi"}}}, {"reachable": True, "nodes": {}})
     assert refused["nodes"]["n1"]["status"] == "refused"
     assert "runtime mode is 'jit-cdi'" in refused["nodes"]["n1"]["reason"]
+
+
+def test_the_driver_flavour_label_is_what_the_node_says():
+    h100 = {"gpu_present": True, "gpus": [{"product_name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}],
+            "kernel_module": {"version": "580.159.04", "flavour": "open", "source": "/proc/driver/nvidia/version"}}
+    assert node_labels(h100)["kube-gpu-nodes.io/driver.kernel-module"] == "open"
+    # the node does not say (no module loaded, modinfo silent): no label, never an assumed one
+    unknown = {**h100, "kernel_module": {"version": "", "flavour": "", "source": ""}}
+    assert "kube-gpu-nodes.io/driver.kernel-module" not in node_labels(unknown)

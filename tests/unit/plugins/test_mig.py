@@ -61,7 +61,7 @@ def test_query_xml_with_mig_devices():
         (3, 0, 19968), (4, 0, 19968), (5, 0, 19968), (6, 0, 19968)]
     assert gpus[0]["processes"] == []
     assert mig.model_of(gpus[0]["product_name"], gpus[0]["memory_total_mib"]) == "A100-80GB"
-    with pytest.raises(KgnError, match="did not print XML"):
+    with pytest.raises(KgnError, match="output is not XML"):
         mig.parse_query_xml("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
 
 

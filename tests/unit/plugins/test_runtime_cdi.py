@@ -58,12 +58,6 @@ def test_a_controller_side_check_without_observation_assumes_and_says():
     assert result["mode"] == "cdi" and result["engine"] == "containerd" and result["assumed"]
 
 
-@pytest.mark.parametrize(("mode_", "k8s", "strategy"), [
-    ("legacy", "1.33.0", "envvar"), ("cdi", "1.31.0", "cdi-cri"), ("cdi", "1.30.4", "cdi-annotations")])
-def test_device_list_strategy_follows_the_mode(mode_, k8s, strategy):
-    assert runtime.device_list_strategy(mode_, k8s) == strategy
-
-
 # --- containerd: CDI on, config version 4 --------------------------------------------------------------
 
 V17_DEFAULT = """

@@ -1,4 +1,4 @@
-"""Action of kgn.gpu_nodes.k8s_manifests: the stacks planned once, on the controller, and the templates that plan
+"""Action of kgn.gpu_nodes.gpu_sharing_stacks: the stacks planned once, on the controller, and the templates that plan
 chose rendered from it; the module then applies exactly that (module_utils/stacks.py finish_plan)."""
 
 from __future__ import annotations
@@ -32,5 +32,5 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(f"k8s_manifests: rendering the stack templates failed: {err}") from None
             rendered = zip(plan["manifests"], texts, strict=True)
             args.update(manifests={m["path"]: str(text) for m, text in rendered}, plan=plan)
-        return dict(result, **self._execute_module(module_name="kgn.gpu_nodes.k8s_manifests", module_args=args,
+        return dict(result, **self._execute_module(module_name="kgn.gpu_nodes.gpu_sharing_stacks", module_args=args,
                                                    task_vars=task_vars))

@@ -3,7 +3,7 @@
 
 DOCUMENTATION = r"""
 ---
-module: container_runtime
+module: nvidia_container_runtime
 short_description: Wire the NVIDIA runtime into Docker, containerd or CRI-O, safely and live
 description:
   - Reads the node (engine versions, cri-dockerd, the runtime config files, containerd's built-in default),
@@ -116,7 +116,7 @@ author: kube-gpu-nodes
 
 EXAMPLES = r"""
 - name: Make nvidia the default runtime of the node's engine
-  kgn.gpu_nodes.container_runtime:
+  kgn.gpu_nodes.nvidia_container_runtime:
     kubernetes_version: "1.30.4"
     engine: auto
 """

@@ -3,7 +3,7 @@
 
 DOCUMENTATION = r"""
 ---
-module: node_labels
+module: gpu_node_labels
 short_description: Set the GPU and stack labels of every node one API server serves, in one round trip
 description:
   - Runs on the host that runs kubectl for the node's cluster (a control-plane host, or the control machine for a
@@ -54,7 +54,7 @@ author: kube-gpu-nodes
 
 EXAMPLES = r"""
 - name: Label this GPU node through its cluster's API host
-  kgn.gpu_nodes.node_labels:
+  kgn.gpu_nodes.gpu_node_labels:
     api_host: cp1
     nodes:
       gpu1:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "kgn_kube_scheduler_module", Path(__file__).resolve().parents[3] / "plugins" / "modules" / "kube_scheduler.py")
+    "kgn_kube_scheduler_module",
+    Path(__file__).resolve().parents[3] / "plugins" / "modules" / "kube_scheduler_extender.py")
 mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mod)
 

@@ -34,7 +34,7 @@ def test_one_read_and_a_patch_only_for_the_node_that_differs(tmp_path):
     after = answer(items(_node("gpu1", DONE), _node("gpu-2", DONE)))
     rules = [{"match": ["get", "nodes"], "answers": [before, after]},
              {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
-    result = run_module("node_labels", _args(tmp_path, rules))
+    result = run_module("gpu_node_labels", _args(tmp_path, rules))
     assert result["status"] == "CHANGED", result
     assert result["nodes"]["gpu1"]["status"] == "patched" and result["nodes"]["gpu2"]["status"] == "unchanged"
     argvs = [c["argv"] for c in calls(tmp_path / "bin")]
@@ -49,7 +49,7 @@ def test_one_read_and_a_patch_only_for_the_node_that_differs(tmp_path):
 def test_check_mode_sends_the_patch_as_a_server_dry_run(tmp_path):
     rules = [{"match": ["get", "nodes"], "answers": [answer(items(_node("gpu1"), _node("gpu-2")))]},
              {"match": ["patch", "node"], "answers": [answer("node/x patched (server dry run)\n")]}]
-    result = run_module("node_labels", _args(tmp_path, rules), check=True)
+    result = run_module("gpu_node_labels", _args(tmp_path, rules), check=True)
     assert result["status"] == "CHANGED"
     assert {n["status"] for n in result["nodes"].values()} == {"would patch"}
     patches = [c["argv"] for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]
@@ -59,14 +59,14 @@ def test_check_mode_sends_the_patch_as_a_server_dry_run(tmp_path):
 def test_a_patch_the_api_does_not_show_is_reported(tmp_path):
     rules = [{"match": ["get", "nodes"], "answers": [answer(items(_node("gpu1"), _node("gpu-2", DONE)))]},
              {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
-    result = run_module("node_labels", _args(tmp_path, rules))
+    result = run_module("gpu_node_labels", _args(tmp_path, rules))
     assert result["nodes"]["gpu1"]["status"] == "patch not live"
     assert "gpushare" in result["nodes"]["gpu1"]["reason"]
 
 
 def test_an_api_that_does_not_answer_is_said_per_node_not_a_failure(tmp_path):
     rules = [{"match": ["get", "nodes"], "answers": [answer(rc=1, stderr="Unable to connect to the server\n")]}]
-    result = run_module("node_labels", _args(tmp_path, rules))
+    result = run_module("gpu_node_labels", _args(tmp_path, rules))
     assert result["status"] == "SUCCESS"
     for node in result["nodes"].values():
         assert node["status"] == "api unreachable"
@@ -76,7 +76,7 @@ def test_an_api_that_does_not_answer_is_said_per_node_not_a_failure(tmp_path):
 
 def test_a_node_the_api_does_not_know_is_not_registered(tmp_path):
     rules = [{"match": ["get", "nodes"], "answers": [answer(items(_node("gpu1", DONE)))]}]
-    result = run_module("node_labels", _args(tmp_path, rules))
+    result = run_module("gpu_node_labels", _args(tmp_path, rules))
     assert result["status"] == "SUCCESS"
     assert result["nodes"]["gpu2"]["status"] == "not registered"
     assert result["nodes"]["gpu2"]["record"] == {"node_name": "gpu-2", "registered": False, "labels": {},
@@ -87,7 +87,7 @@ def test_a_node_the_api_does_not_know_is_not_registered(tmp_path):
 def test_render_writes_each_nodes_patch_without_kubectl(tmp_path):
     args = _args(tmp_path, [], render_dir=str(tmp_path / "out"),
                  observed={"nodes": {"gpu-2": {"labels": DONE, "annotations": {MANAGED: "gpushare"}}}})
-    result = run_module("node_labels", args)
+    result = run_module("gpu_node_labels", args)
     patch = json.loads((tmp_path / "out/gpu1/_plan/node_labels.json").read_text())["patch"]
     assert patch["metadata"]["labels"] == DONE
     recorded = json.loads((tmp_path / "out/gpu2/_plan/node_labels.json").read_text())["patch"]
@@ -108,7 +108,7 @@ def test_one_node_is_read_by_name_and_records_its_facts(tmp_path):
     rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(_node("gpu1"))),
                                                               answer(json.dumps(_node("gpu1", DONE)))]},
              {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
-    result = run_module("node_labels", _one(tmp_path, rules))
+    result = run_module("gpu_node_labels", _one(tmp_path, rules))
     assert result["status"] == "CHANGED", result
     argvs = [c["argv"] for c in calls(tmp_path / "bin")]
     assert argvs[0] == ["get", "nodes", "gpu1", "--ignore-not-found", "--output=json"]
@@ -126,7 +126,7 @@ def test_labels_this_project_set_and_someone_removed_are_a_repair(tmp_path):
     rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(before)),
                                                               answer(json.dumps(_node("gpu1", DONE)))]},
              {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
-    result = run_module("node_labels", _one(tmp_path, rules))
+    result = run_module("gpu_node_labels", _one(tmp_path, rules))
     state = result["ansible_facts"]["kgn_state_node_labels"]
     assert state["repaired"] == ["labels of node gpu1 corrected: gpushare=true (changed since this project set them)"]
     assert state["changes"] == []
@@ -135,7 +135,7 @@ def test_labels_this_project_set_and_someone_removed_are_a_repair(tmp_path):
 
 def test_one_node_the_api_does_not_know_is_said_and_not_a_failure(tmp_path):
     rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer("")]}]
-    result = run_module("node_labels", _one(tmp_path, rules))
+    result = run_module("gpu_node_labels", _one(tmp_path, rules))
     assert result["status"] == "SUCCESS"
     assert result["nodes"]["gpu1"]["status"] == "not registered"
     assert result["nodes"]["gpu1"]["say"][0].startswith("NOT LABELLED: gpu1")
@@ -145,7 +145,7 @@ def test_one_node_the_api_does_not_know_is_said_and_not_a_failure(tmp_path):
 def test_one_node_whose_stacks_its_gpus_cannot_run_fails_alone(tmp_path):
     nodes = {"gpu1": {"stacks": ["gpushare", "nano_gpu"], "gpu_facts": NO_GPU, "require_gpu": False}}
     rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(_node("gpu1")))]}]
-    result = run_module("node_labels", _args(tmp_path, rules, nodes=nodes))
+    result = run_module("gpu_node_labels", _args(tmp_path, rules, nodes=nodes))
     assert result["status"] == "FAILED!"
     assert "Nothing was changed on gpu1" in result["msg"] and "both claim every GPU" in result["msg"]
     assert not [c for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]

@@ -3,7 +3,7 @@
 
 DOCUMENTATION = r"""
 ---
-module: kube_scheduler
+module: kube_scheduler_extender
 short_description: Point kube-scheduler at the GPU-sharing scheduler extenders, safely and live
 description:
   - Reads the control-plane host in one call (the kubeadm static pod manifest, the systemd unit and its drop-ins,
@@ -133,7 +133,7 @@ author: kube-gpu-nodes
 
 EXAMPLES = r"""
 - name: Point kube-scheduler at the gpushare extender
-  kgn.gpu_nodes.kube_scheduler:
+  kgn.gpu_nodes.kube_scheduler_extender:
     kubernetes_version: "1.30.4"
     stacks: [gpushare]
 """

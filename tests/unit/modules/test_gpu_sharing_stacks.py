@@ -79,7 +79,7 @@ def _ready(listed, dry_run, daemonsets=()):
 
 def test_check_mode_lists_every_removal_and_changes_nothing(setup):
     args, stacks, bin_dir = setup(_ready([answer(items(OLD_EXTENDER))], True))
-    result = run_module("k8s_manifests", args, check=True)
+    result = run_module("gpu_sharing_stacks", args, check=True)
     assert result["status"] == "CHANGED", result
     assert result["removed"] == ["Deployment kube-system/gpushare-schd-extender (gpushare)"]
     assert result["removed_files"] == [str(stacks / "gpushare/extender-deployment.yml")]
@@ -94,7 +94,7 @@ def test_check_mode_lists_every_removal_and_changes_nothing(setup):
 def test_apply_writes_applies_then_prunes_and_checks_the_api(setup):
     listed = [answer(items(OLD_EXTENDER)), answer(items(DAEMONSET))]
     args, stacks, bin_dir = setup(_ready(listed, False))
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "CHANGED", result
     assert (stacks / DS).read_text() == DS_TEXT and (stacks / DS).stat().st_mode & 0o777 == 0o644
     assert not (stacks / "gpushare").exists()  # its files removed, the emptied folder too
@@ -111,7 +111,7 @@ def test_apply_writes_applies_then_prunes_and_checks_the_api(setup):
 def test_the_cluster_is_not_searched_for_device_plugins_when_no_chosen_stack_advertises_nvidia_gpu(setup):
     args, _, bin_dir = setup(_ready([answer(items(OLD_EXTENDER))], True),
                              settings={"kubernetes_version": "1.30.4", "stacks": []}, manifests={})
-    result = run_module("k8s_manifests", args, check=True)
+    result = run_module("gpu_sharing_stacks", args, check=True)
     assert result["status"] == "CHANGED", result
     argvs = [c["argv"] for c in calls(bin_dir)]
     assert not [a for a in argvs if a[:2] in (["get", "daemonsets.apps"], ["get", "clusterpolicies.nvidia.com"])]
@@ -120,14 +120,14 @@ def test_the_cluster_is_not_searched_for_device_plugins_when_no_chosen_stack_adv
 def test_a_bad_stack_list_is_refused_without_a_traceback(setup):
     args, _, _ = setup(_ready([answer(items())], True), settings={"kubernetes_version": "1.30.4",
                                                                   "stacks": "nvidia_device_plugin"})
-    result = run_module("k8s_manifests", args, check=True)
+    result = run_module("gpu_sharing_stacks", args, check=True)
     assert result["status"] == "FAILED!" and "must be a list of stack names" in result["msg"], result
 
 
 def test_an_object_the_api_does_not_show_after_the_apply_fails_the_module(setup):
     listed = [answer(items()), answer(items())]
     args, _, _ = setup(_ready(listed, False))
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "FAILED!"
     assert "missing DaemonSet kube-system/nvidia-device-plugin-daemonset" in result["msg"]
 
@@ -136,7 +136,7 @@ def test_no_api_server_writes_the_files_and_says_not_applied(setup):
     rules = [{"match": ["get", "--raw", "/readyz"],
               "answers": [answer(rc=1, stderr="The connection to the server 10.0.0.1:6443 was refused\n")]}]
     args, stacks, bin_dir = setup(rules)
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "CHANGED" and result["applied"] is False
     assert result["msg"].startswith(f"NOT APPLIED: the manifests are written to {stacks}")
     assert "The connection to the server 10.0.0.1:6443 was refused" in result["msg"]
@@ -146,7 +146,7 @@ def test_no_api_server_writes_the_files_and_says_not_applied(setup):
 
 def test_apply_disabled_writes_the_files_and_never_asks_the_api(setup):
     args, stacks, bin_dir = setup([], apply=False)
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "CHANGED" and "apply is disabled" in result["msg"]
     assert (stacks / DS).exists() and calls(bin_dir) == []
 
@@ -159,7 +159,7 @@ def test_a_crd_with_someone_elses_objects_is_refused_before_anything_changes(set
     custom = {"match": ["get", "elasticgpuclasses.elasticgpu.io"], "answers": [answer(items(theirs))]}
     rules = [*_ready([answer(items(crd))], False), custom]
     args, stacks, bin_dir = setup(rules)
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "FAILED!"
     assert "ElasticGPUClass team-class" in result["msg"]
     assert "kubectl delete elasticgpuclasses.elasticgpu.io team-class" in result["msg"]
@@ -170,14 +170,14 @@ def test_a_crd_with_someone_elses_objects_is_refused_before_anything_changes(set
 
 def test_manifests_that_are_not_the_plan_are_refused(setup):
     args, stacks, _ = setup([], apply=False, manifests={"other.yml": DS_TEXT})
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "FAILED!" and "not the planned ones" in result["msg"]
     assert not Path(stacks / "other.yml").exists()
 
 
 def test_render_writes_the_manifests_and_the_plan_without_kubectl(setup, tmp_path):
     args, _, bin_dir = setup([], render_dir=str(tmp_path / "out"), render_host="cp1")
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "CHANGED"
     assert (tmp_path / "out/cp1" / str(args["settings"]["manifest_dir"]).lstrip("/") / DS).read_text() == DS_TEXT
     assert (tmp_path / "out/cp1/_plan/stacks.json").exists() and calls(bin_dir) == []
@@ -185,7 +185,7 @@ def test_render_writes_the_manifests_and_the_plan_without_kubectl(setup, tmp_pat
 
 def test_a_second_device_plugin_is_refused_in_check_mode_before_anything_changes(setup):
     args, stacks, bin_dir = setup(_ready([answer(items())], True, [DAEMONSET, FOREIGN]))
-    result = run_module("k8s_manifests", args, check=True)
+    result = run_module("gpu_sharing_stacks", args, check=True)
     assert result["status"] == "FAILED!"
     assert result["msg"].startswith(
         "Refused to deploy a second device plugin: DaemonSet kube-system/nvidia-gpu-device-plugin (image "
@@ -199,7 +199,7 @@ def test_a_second_device_plugin_is_refused_in_check_mode_before_anything_changes
 def test_adopt_applies_nothing_of_ours_for_the_resource_and_says_what_is_kept(setup):
     args, stacks, bin_dir = setup(_ready([answer(items(DAEMONSET)), answer(items())], False, [DAEMONSET, FOREIGN]))
     args["settings"]["existing_device_plugin"] = "adopt"
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "CHANGED", result
     assert "Adopted (gpu_sharing_stacks_existing_device_plugin: adopt): nvidia_device_plugin is not deployed, " \
            "nvidia.com/gpu stays with DaemonSet kube-system/nvidia-gpu-device-plugin" in result["msg"]
@@ -217,7 +217,7 @@ def test_dra_on_1_33_without_the_beta_api_served_is_refused_before_any_change(se
                                   settings={"kubernetes_version": "1.33.5", "stacks": ["nvidia_dra"],
                                             "dra_compute_domains": False, "manifest_dir": str(tmp_path / "stacks")},
                                   manifests=dra_files)
-    result = run_module("k8s_manifests", args)
+    result = run_module("gpu_sharing_stacks", args)
     assert result["status"] == "FAILED!", result
     assert "needs the beta API resource.k8s.io/v1beta2, which this API server does not serve" in result["msg"]
     assert "--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true on kube-apiserver" \

@@ -3,7 +3,7 @@
 
 DOCUMENTATION = r"""
 ---
-module: k8s_manifests
+module: gpu_sharing_stacks
 short_description: Write, apply and prune the GPU-sharing stack manifests on the host that runs kubectl
 description:
   - Its action plugin plans on the controller, once (the stacks section of the host plan,
@@ -73,7 +73,7 @@ author: kube-gpu-nodes
 
 EXAMPLES = r"""
 - name: Write, apply and prune the stack manifests
-  kgn.gpu_nodes.k8s_manifests:
+  kgn.gpu_nodes.gpu_sharing_stacks:
     settings:
       kubernetes_version: "1.23.1"
       stacks: [gpushare]
