@@ -173,21 +173,24 @@ examples() {
 # daemons): the checks that need no container (lint, unit, compat) run beside them, and their lines are printed
 # when both are done. The lab runs after both: its fault cases time what they wait for.
 static_and_molecule() {
-  local out=$logs/static.console counts=$logs/static.counts pid mine_passed=$passed mine_failed=$failed
-  local mine_failures=("${failures[@]}")
+  local out=$logs/static.console counts=$logs/static.counts pid s_passed=0 s_failed=1 f
+  local s_failures=("lint, unit and compat: ended without counts (log $out)")
+  rm -f "$counts"
   ( passed=0 failed=0 failures=(); lint; unit; compat
-    declare -p passed failed failures > "$counts" ) > "$out" 2>&1 &
+    { echo "s_passed=$passed s_failed=$failed"
+      for f in "${failures[@]}"; do printf 's_failures+=(%q)\n' "$f"; done; } > "$counts" ) > "$out" 2>&1 &
   pid=$!
   images
   molecule_all
   wait "$pid"
   echo "--- lint, unit and compat (ran beside the molecule scenarios) ---"
   cat "$out"
-  mine_passed=$passed mine_failed=$failed mine_failures=("${failures[@]}")
-  passed=0 failed=1 failures=("lint, unit and compat: ended without counts (log $out)")
-  # shellcheck disable=SC1090
-  [ -s "$counts" ] && source "$counts"
-  passed=$((passed + mine_passed)) failed=$((failed + mine_failed)) failures=("${mine_failures[@]}" "${failures[@]}")
+  if [ -s "$counts" ]; then
+    s_failures=()
+    # shellcheck disable=SC1090
+    source "$counts"
+  fi
+  passed=$((passed + s_passed)) failed=$((failed + s_failed)) failures+=("${s_failures[@]}")
 }
 
 case "$what" in
