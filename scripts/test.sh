@@ -52,9 +52,12 @@ pytest_run() {  # pytest exits 5 when it collects nothing, which is a failure he
 
 lint() {
   step "lint: yamllint" yamllint --strict .
-  step "lint: ansible-lint (production profile)" ansible-lint --offline -q
+  # ANSIBLE_HOME of its own, as compat's: a copy of this collection in ~/.ansible/collections (left there by an
+  # ansible-lint without --offline, from any checkout on the machine) would shadow this checkout's plugins
+  step "lint: ansible-lint (production profile)" env "ANSIBLE_HOME=$top/.cache/ansible-home" ansible-lint --offline -q
   step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods lab/standins/crio \
-    lab/standins/crictl/crictl lab/standins/nvidia-repo/files/nvidia-ctk'
+    lab/standins/crictl/crictl lab/standins/nvidia-repo/files/nvidia-ctk lab/standins/nvidia-repo/files/nvidia-container-runtime \
+    lab/roles/lab_gpu_node/files/smoke-image.py'
   step "lint: ansible-doc lists every kgn.gpu_nodes filter documented" bash -c \
     "ansible-doc -t filter -l kgn.gpu_nodes 2>&1 | grep -E '^kgn\.gpu_nodes\.' > $logs/filters.txt; cat $logs/filters.txt; \
      test -s $logs/filters.txt && ! grep -q UNDOCUMENTED $logs/filters.txt"

@@ -7,7 +7,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
-JUDGED = ("settings", "states", "api", "api_host")
+JUDGED = ("settings", "states", "api", "api_host", "pod_smoke")
 
 
 def _plain(value):
@@ -41,8 +41,9 @@ class ActionModule(ActionBase):
         try:
             answer = verify.api_answer(judge["api"], judge["api_host"] or "")
             row = verify.verify_host(settings, judge["states"] or {}, probe.get("observed") or {}, answer,
-                                     (task_vars or {}).get("kgn_run_failure"))
+                                     (task_vars or {}).get("kgn_run_failure"), judge["pod_smoke"])
         except KgnError as err:
             raise AnsibleActionFail(f"gpu_node_verify: {err}") from None
-        result.update(changed=False, observed=probe.get("observed") or {}, row=row)
+        # the one change verify can make: the engine smoke pulled its image
+        result.update(changed=bool(probe.get("changed")), observed=probe.get("observed") or {}, row=row)
         return result

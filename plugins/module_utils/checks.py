@@ -22,7 +22,8 @@ A cause is matched on the result's evidence: ``when`` (equality, a list = one of
 ``fallback`` (used only when nothing more specific matched). ``{name}`` in cause and fix is the evidence value.
 
 The checks live in checks_node.py (GPU, driver, MIG), checks_runtime.py (the container runtime), checks_cluster.py
-(kubelet's device plugins and the API's view of the node) and checks_control_plane.py (kube-scheduler, the stacks);
+(kubelet's device plugins and the API's view of the node), checks_smoke.py (a workload proves the GPU) and
+checks_control_plane.py (kube-scheduler, the stacks);
 verify.py imports them all, in that order, which is the order of the report. docs/architecture.md, "Verification",
 says how to add one.
 """

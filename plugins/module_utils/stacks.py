@@ -77,6 +77,8 @@ _CATALOG = {
         "claims_whole_gpus": True,
         "extender": None,
         "service": None,
+        # the pod smoke (smoke.pod_spec): one whole GPU (or one replica, time-sliced; one MIG device, single strategy)
+        "smoke": {"limits": {"nvidia.com/gpu": 1}, "gpus": "required"},
         # k8s-device-plugin 1.11 registers nvidia.sock (docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes
         # 1.16); later releases name the socket after the resource, nvidia-gpu.sock
         "device_plugin_sockets": [r"nvidia.*\.sock"],
@@ -99,6 +101,10 @@ _CATALOG = {
             "ignorable": False,
         },
         "service": {"name": "gpushare-schd-extender", "port": 12345, "node_port": 32766},
+        # 1 unit of GPU memory (GiB with the field notes' --memory-unit=GiB); the device plugin hands the amount in as
+        # ALIYUN_COM_GPU_MEM_CONTAINER (gpushare-device-plugin pkg/gpu/nvidia/allocate.go, commit 0f2eade8)
+        "smoke": {"limits": {"aliyun.com/gpu-mem": 1}, "gpus": "required",
+                  "env": {"ALIYUN_COM_GPU_MEM_CONTAINER": "1"}},
         "device_plugin_sockets": [r"aliyun.*\.sock"],  # aliyungpushare.sock
         # the gpushare design in docs/field-notes.md runs the device plugin with --memory-unit=GiB
         "daemonset_args": [{"daemonset": "gpushare-device-plugin-ds", "arg": "--memory-unit"}],
@@ -125,6 +131,8 @@ _CATALOG = {
         # node_port is this project's choice (upstream uses a ClusterIP Service) so that a
         # kube-scheduler on the host network can reach it at 127.0.0.1 like gpushare.
         "service": {"name": "nano-gpu-scheduler", "port": 39999, "node_port": 32765},
+        # 10 % of one GPU; no source we have pins what nano-gpu's agent puts into the container: the log is shown
+        "smoke": {"limits": {"nano-gpu/gpu-percent": 10}, "gpus": "optional"},
         # no source pins the nano-gpu agent's socket name: any device plugin socket but kubelet's counts
         "device_plugin_sockets": [ANY_PLUGIN_SOCKET],
     },
@@ -149,6 +157,10 @@ _CATALOG = {
             "ignorable": False,
         },
         "service": {"name": "elastic-gpu-scheduler", "port": 39999, "node_port": 32764},
+        # the agent hands its GPU in as a device node of its own and env GPU=<id>, with NVIDIA_VISIBLE_DEVICES=none
+        # (elastic-gpu-agent pkg/plugins/gpushare.go, commit 294dd56f): the log proves GPU is set
+        "smoke": {"limits": {"elasticgpu.io/gpu-core": 10, "elasticgpu.io/gpu-memory": 1}, "gpus": "optional",
+                  "env": {"GPU": "*"}},
         "device_plugin_sockets": [ANY_PLUGIN_SOCKET],  # not pinned by a source either
     },
     "hami": {
@@ -163,6 +175,10 @@ _CATALOG = {
         "extender": None,
         "service": None,
         "own_scheduler": {"name": hami.SCHEDULER_NAME, "webhook": hami.WEBHOOK_NAME, "extender": hami.extender()},
+        # one GPU with 1024 MiB; HAMi's device plugin hands the limit in as CUDA_DEVICE_MEMORY_LIMIT_0=1024m
+        # (HAMi pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go, commit 057ea14b)
+        "smoke": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1024}, "gpus": "required",
+                  "env": {"CUDA_DEVICE_MEMORY_LIMIT_0": "1024m"}},
         "device_plugin_sockets": [ANY_PLUGIN_SOCKET],  # HAMi's socket name is not pinned by a source
     },
     "nvidia_dra": {
@@ -176,6 +192,9 @@ _CATALOG = {
         "extender": None,
         "service": None,
         "dra": {"driver": dra.GPU_DRIVER, "device_classes": [c[0] for c in dra.DEVICE_CLASSES]},
+        # the pod smoke (smoke_pod.pod_objects): one whole GPU through a ResourceClaimTemplate of the DeviceClass
+        # gpu.nvidia.com, in the cluster's resource.k8s.io version (the stacks plan's dra.resource_api)
+        "smoke": {"claim": {"device_class": "gpu.nvidia.com", "count": 1}, "gpus": "required"},
     },
 }
 

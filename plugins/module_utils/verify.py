@@ -10,6 +10,8 @@ report for a host that stopped earlier in the run, with what that host gathered)
   None when the host was not reached;
 * the API's answer (the k8s_read module's, once per API server): the node, the DaemonSets, Deployments and mutating
   webhooks;
+* the pod smoke's result (the gpu_pod_smoke module's, run on the node's API host), or None when it did not run; the
+  engine smoke's is in the probe (``engine_smoke``);
 * the host's settings (the gpu_node_verify role's inputs) and the stack catalog (stacks.py): sockets, arguments,
   resources, labels, a stack's own scheduler.
 
@@ -23,9 +25,10 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_node  
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_runtime  # noqa: F401
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_cluster  # noqa: F401
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_dra
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_smoke  # noqa: F401
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_control_plane  # noqa: F401
 # isort: on
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, smoke
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks as catalog
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import diagnose, run_checks, verdict
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -244,11 +247,17 @@ def api_view(answer, node_name):
     }
 
 
-def verify_observed(probe, states, api=None, run_failure=None):
+def _smoke(result):
+    """A smoke's result (``status`` and ``summary``), or None when it did not run (off, a task Ansible skipped)."""
+    return dict(result) if isinstance(result, dict) and "status" in result and "summary" in result else None
+
+
+def verify_observed(probe, states, api=None, run_failure=None, pod_smoke=None):
     """What one host shows, in the shape the checks read: ``{gpu, runtime, device_plugin, mig, scheduler, api,
-    run_failure}`` from the probe (the gpu_node_verify module's ``observed``; None when the host was not reached),
-    the recorded states (``{concern: kgn_state_<concern>}``) and the API (``api_view``). ``run_failure``: why the
-    host stopped earlier in the run (``{play, task, msg, unreachable}``; ``{}`` when unknown), else None."""
+    run_failure, smoke}`` from the probe (the gpu_node_verify module's ``observed``; None when the host was not
+    reached), the recorded states (``{concern: kgn_state_<concern>}``), the API (``api_view``) and the pod smoke's
+    result. ``run_failure``: why the host stopped earlier in the run (``{play, task, msg, unreachable}``; ``{}`` when
+    unknown), else None."""
     if (probe is not None and not isinstance(probe, dict)) or not isinstance(states or {}, dict):
         raise KgnError("verify_observed: the probe's observed and the states must be mappings")
     states = states or {}
@@ -259,14 +268,15 @@ def verify_observed(probe, states, api=None, run_failure=None):
     observed["device_plugin"] = None if probe is None else probe.get("device_plugin") or {}
     observed["mig"] = _mig(_state(states, "nvidia_mig"))
     observed["scheduler"] = _scheduler(_state(states, "kube_scheduler"), probe)
+    observed["smoke"] = {"engine": _smoke((probe or {}).get("engine_smoke")), "pod": _smoke(pod_smoke)}
     return observed
 
 
 def verify_expected(settings, states):
     """What one host should show: ``settings`` are the verify role's inputs (host, kinds, stacks, expect_gpu,
     waived, driver_version, extra_labels, labels_require_gpu, mig_layout, check_mode: whether the run is a check as
-    a whole); what each stack brings comes from the stack catalog; the scheduler's variant, config file, flag,
-    health URL and extenders from its recorded plan."""
+    a whole, engine_smoke and pod_smoke: whether the smokes are on); what each stack brings comes from the stack
+    catalog; the scheduler's variant, config file, flag, health URL and extenders from its recorded plan."""
     if not isinstance(settings, dict):
         raise KgnError("verify_expected: settings must be a mapping")
     states = states or {}
@@ -300,6 +310,9 @@ def verify_expected(settings, states):
         "stack_args": [dict(a, stack=name) for name, e in entries.items() for a in e.get("daemonset_args") or []]
         if control_plane else [],
         "scheduler": {},
+        # the smoke tests asked for (gpu_node_verify_engine_smoke, _pod_smoke); a check-mode run runs neither
+        "smoke": {"engine": bool(settings.get("engine_smoke", False)), "pod": bool(settings.get("pod_smoke", False))},
+        "check_mode": bool(settings.get("check_mode")),
         # in a run that is a check as a whole (site.yml --check; not verify.yml, whose check-mode refresh is how
         # it sees drift), the concerns it would change: their checks are pending, not failed
         "pending": sorted(name for name, state in states.items()
@@ -345,13 +358,13 @@ def changes(states, kinds=("gpu_node", "control_plane")):
     return found
 
 
-def verify_host(settings, states, probe=None, api=None, run_failure=None):
+def verify_host(settings, states, probe=None, api=None, run_failure=None, pod_smoke=None):
     """The report row of one host (report.report_row): what it shows against what it should, every check with its
     diagnosis, the verdict, and what the run changed and repaired there. ``api`` is the k8s_read answer of the
-    host's API server (None: not read)."""
+    host's API server (None: not read); ``pod_smoke`` the gpu_pod_smoke module's result (None: not run)."""
     settings = dict(settings or {})
     view = api_view(api, settings.get("node_name") or settings.get("host"))
-    observed = verify_observed(probe, states, view, run_failure)
+    observed = verify_observed(probe, states, view, run_failure, pod_smoke)
     observed["dra"] = checks_dra.view(probe, states, settings.get("gpu_facts"))
     expected = verify_expected(settings, states)
     expected["dra"] = checks_dra.expected(expected["stacks"], states)
@@ -362,15 +375,29 @@ def verify_host(settings, states, probe=None, api=None, run_failure=None):
 
 
 
+def engine_smoke_args(settings, runtime):
+    """What the engine smoke runs with on a GPU node (the gpu_node_verify module's ``engine_smoke``): the engine and
+    runtime mode the container_runtime concern recorded (``runtime``, its plan) and containerd's CRI plugin; {} when
+    it does not run (off, not a GPU node, a check-mode run, an engine it cannot drive)."""
+    settings = settings or {}
+    engine = runtime.get("engine") or "none"
+    if (not settings.get("engine_smoke") or settings.get("check_mode") or engine not in smoke.ENGINES
+            or "gpu_node" not in list(settings.get("kinds") or [])):
+        return {}
+    return {"engine": engine, "mode": runtime.get("runtime_mode") or "legacy", "cri_plugin": runtime.get("cri_plugin")
+            or ""}
+
+
 def probe_args(settings, states):
     """What the gpu_node_verify module reads on the host, from its settings and recorded states: the GPU node side
-    and/or the control-plane side, containerd's config (whose backups it looks at) and the scheduler's config
-    (whose extenders it asks)."""
+    and/or the control-plane side, containerd's config (whose backups it looks at), the scheduler's config (whose
+    extenders it asks) and the engine smoke (engine_smoke_args)."""
     kinds = list((settings or {}).get("kinds") or [])
     runtime = _state(states, "container_runtime").get("plan") or {}
     scheduler = _state(states, "kube_scheduler").get("plan") or {}
     containerd = [f["path"] for f in runtime.get("files") or [] if str(f.get("path", "")).endswith("config.toml")]
     return {
+        "engine_smoke": engine_smoke_args(settings, runtime),
         "gpu_node": "gpu_node" in kinds,
         "control_plane": "control_plane" in kinds,
         "containerd_config": containerd[0] if containerd else "",
@@ -416,7 +443,8 @@ def settings_from_vars(host, host_vars, groups, check_mode=False):
             "extra_labels": dict(get("extra_labels", default={})),
             "labels_require_gpu": bool(get("labels_require_gpu", default=True)),
             "mig_layout": get("mig_layout", "nvidia_mig_layout", ""), "gpu_facts": dict(get("gpu_facts", default={})),
-            "check_mode": bool(check_mode)}
+            "check_mode": bool(check_mode),
+            "engine_smoke": bool(get("engine_smoke", default=True)), "pod_smoke": bool(get("pod_smoke", default=True))}
 
 
 def states_from_vars(host_vars, api_host_vars=None, this_run=None):

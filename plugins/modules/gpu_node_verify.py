@@ -20,14 +20,18 @@ description:
     mentions the nvidia runtime (a config rewritten by another installer).
   - Control planes; the scheduler config file's extender URLs and whether each answers, kube-proxy's mode and
     net.ipv4.conf.all.route_localnet (a NodePort on 127.0.0.1 needs them).
+  - GPU nodes, the engine smoke (O(engine_smoke), docs/smoke.md); one short-lived container through the engine kubelet
+    uses, the GPUs asked for as the node is configured, its C(nvidia-smi -L) compared with the host's; removed before
+    and after. The one change the module can make is pulling the smoke image (O(smoke_pull)), reported as changed.
 options:
   settings:
     description:
       - The verify settings of the host, for the action plugin; keys host, node_name, kinds (gpu_node, control_plane),
         stacks, expect_gpu, waived, driver_version, extra_labels, labels_require_gpu, mig_layout, gpu_facts (the
-        node's GPUs the DRA checks compare with its ResourceSlices; empty = what nvidia_driver recorded), check_mode.
-      - When given, O(gpu_node), O(control_plane), O(containerd_config) and O(scheduler_config_path) follow from
-        it and the recorded states.
+        node's GPUs the DRA checks compare with its ResourceSlices; empty = what nvidia_driver recorded), check_mode,
+        engine_smoke and pod_smoke (whether the smokes are on).
+      - When given, O(gpu_node), O(control_plane), O(containerd_config), O(scheduler_config_path) and O(engine_smoke)
+        follow from it and the recorded states.
     type: dict
   states:
     description: The host's recorded states, concern -> C(kgn_state_<concern>) (action plugin).
@@ -42,6 +46,27 @@ options:
     description: The host's API host (action plugin), to pick its answer out of O(api); empty for the control machine.
     type: str
     default: ""
+  pod_smoke:
+    description: The gpu_pod_smoke module's result for this node (action plugin); none when it did not run.
+    type: raw
+  engine_smoke:
+    description:
+      - The engine smoke to run, C(engine) (docker, containerd, crio), C(mode) (legacy, cdi), C(cri_plugin)
+        (containerd's CRI plugin); empty runs none. With O(settings) the action plugin sets it.
+    type: dict
+    default: {}
+  smoke_image:
+    description: Image of the engine smoke (sh and a full glibc).
+    type: str
+    default: ubuntu:24.04
+  smoke_pull:
+    description: Pull the smoke image when the node lacks it.
+    type: bool
+    default: true
+  smoke_timeout:
+    description: Seconds the engine smoke's container may take.
+    type: int
+    default: 90
   gpu_node:
     description: Read the GPU node side.
     type: bool
@@ -111,7 +136,8 @@ observed:
     gpu_node, control_plane, pci_devices, modules, secure_boot, device_plugin {dir, dir_exists, sockets},
     kubelet_plugins_registry {dir, dir_exists, entries}, containerd_backup_mentions_nvidia,
     scheduler {config {path, exists, extender_urls}, extenders, kube_proxy_mode,
-    route_localnet}.
+    route_localnet}, engine_smoke (the engine smoke's result, with O(engine_smoke): status, cause, summary, engine,
+    mode, image, host, argv, stdout, stderr, runtime, cleanup).
   returned: always
   type: dict
 """
@@ -124,7 +150,9 @@ import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host, smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import run_engine_smoke  # noqa: E402
 
 NVIDIA_VENDOR = "0x10de"
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
@@ -238,6 +266,11 @@ def main():
             "states": {"type": "dict", "default": {}},
             "api": {"type": "raw"},
             "api_host": {"type": "str", "default": ""},
+            "pod_smoke": {"type": "raw"},
+            "engine_smoke": {"type": "dict", "default": {}},
+            "smoke_image": {"type": "str", "default": smoke.DEFAULT_IMAGE},
+            "smoke_pull": {"type": "bool", "default": True},
+            "smoke_timeout": {"type": "int", "default": 90},
         },
         supports_check_mode=True,
     )
@@ -255,7 +288,16 @@ def main():
         })
     if p["control_plane"]:
         observed["scheduler"] = scheduler_network(p)
-    module.exit_json(changed=False, observed=observed)
+    pulled = False
+    wanted = p["engine_smoke"] or {}
+    if p["gpu_node"] and wanted:
+        try:
+            observed["engine_smoke"], pulled = run_engine_smoke(
+                module, wanted.get("engine") or "none", wanted.get("mode") or "legacy", p["smoke_image"],
+                p["smoke_pull"], cri_plugin=wanted.get("cri_plugin") or "", timeout=p["smoke_timeout"])
+        except KgnError as err:
+            module.fail_json(msg=f"gpu_node_verify: the engine smoke: {err}", observed=observed)
+    module.exit_json(changed=pulled, observed=observed)
 
 
 if __name__ == "__main__":

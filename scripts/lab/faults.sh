@@ -189,6 +189,67 @@ case_foreign_device_plugin() {
     || fail "our device plugin is not back"
 }
 
+smoke_checks() {  # smoke_checks NODE:ENGINE_STATUS:ENGINE_CAUSE...: GPU nodes' smoke checks in the latest report
+  python3 - "$top/reports/latest/report.json" "$@" <<'PY'
+import json, sys
+report, wanted = sys.argv[1], [w.split(":") for w in sys.argv[2:]]
+rows = {r["host"]: r for r in json.load(open(report))["rows"]}
+for node, status, cause in wanted:
+    checks = {c["id"]: c for c in rows[node]["checks"]}
+    engine, pod = checks["engine_smoke"], checks["pod_smoke"]
+    print(f"{node}: smoke column: {rows[node]['smoke']}; verdict {rows[node]['verdict']}")
+    print(f"  engine_smoke {engine['status']}: {engine['summary']}")
+    print(f"  pod_smoke {pod['status']}: {pod['summary']}")
+    assert engine["status"] == status and [d["id"] for d in engine["diagnosis"]] == [f"smoke_{cause}"], engine
+    assert engine["evidence"]["cleanup"]["gone"], engine["evidence"]
+    # the lab's API server runs no scheduler: the pod stays Pending, is reported so (waived), and is deleted
+    assert pod["status"] == "waived" and "not scheduled" in pod["summary"], pod
+    assert rows[node]["smoke"].endswith("pod: - (waived: pod not scheduled)"), rows[node]["smoke"]
+    assert pod["evidence"]["deleted"] and pod["evidence"]["pods"][0]["lifecycle"][-1]["what"] == "deleted", pod
+PY
+}
+
+standin_calls() {  # standin_calls NODE SINCE_LINE: what the stand-in nvidia-container-runtime logged since that line
+  on "$1" "tail -n +$(($2 + 1)) /var/log/nvidia-container-runtime-standin.log 2>/dev/null || true"
+}
+
+case_runtime_injects_nothing() {
+  say "the nvidia runtime binary is swapped for one that runs runc and injects nothing: only the engine smoke sees it"
+  local node kubectl='kubectl --kubeconfig /etc/kubernetes/admin.conf' limit="$DOCKER_NODE:$CTRD_NODE:localhost"
+  declare -A mark
+  for node in $DOCKER_NODE $CTRD_NODE; do
+    on $node 'cp -p /usr/bin/nvidia-container-runtime /root/nvidia-container-runtime.fault &&
+      printf "#!/bin/sh\nexec runc \"\$@\"\n" >/usr/bin/nvidia-container-runtime'
+  done
+  run smoke-fault playbooks/verify.yml --limit "$limit"
+  # The Docker node runs the legacy mode: the runtime binary is what injects the GPUs, so the smoke sees the swap.
+  # The containerd node runs CDI: containerd injects the spec's devices itself (ctr --device) before any runtime
+  # runs, so the swap changes nothing the smoke sees there (here the spec's /dev/nvidia* do not exist: no GPU).
+  smoke_checks "$DOCKER_NODE:failed:no_device_injected" "$CTRD_NODE:warn:no_gpu_visible" \
+    || fail "the swapped runtime is not reported by the engine smoke"
+  said smoke-fault "the GPU request was ignored"
+  ok_run smoke-repair playbooks/nvidia_container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
+  said smoke-repair "/usr/bin/nvidia-container-runtime differs from the package"
+  for node in $DOCKER_NODE $CTRD_NODE; do
+    mark[$node]=$(on $node 'wc -l </var/log/nvidia-container-runtime-standin.log 2>/dev/null || echo 0')
+  done
+  ok_run smoke-repaired playbooks/verify.yml --limit "$limit"
+  smoke_checks "$DOCKER_NODE:warn:no_gpu_visible" "$CTRD_NODE:warn:no_gpu_visible" \
+    || fail "after the repair the smoke rows are not 'no GPU visible' again"
+  calls=$(standin_calls $DOCKER_NODE "${mark[$DOCKER_NODE]}")
+  for call in " create " " start " " delete " "injected /usr/bin/nvidia-smi"; do
+    grep -qF -- "$call" <<<"$calls" || fail "$DOCKER_NODE: the stand-in runtime logged no '$call' for the smoke container"
+  done
+  for node in $DOCKER_NODE $CTRD_NODE; do
+    on $node '! docker ps -aq --filter name=kgn-gpu-smoke 2>/dev/null | grep -q . &&
+      ! ctr -n k8s.io containers list -q 2>/dev/null | grep -qx kgn-gpu-smoke' || fail "$node: a smoke container is left"
+  done
+  for node in kgn-cp-kubeadm kgn-cp-kubeasz; do
+    on $node "! $kubectl get pods -A -l kube-gpu-nodes.io/smoke -o name | grep -q ." || fail "$node: a smoke pod is left"
+  done
+  unchanged smoke-again playbooks/nvidia_container_runtime.yml --limit "$DOCKER_NODE:$CTRD_NODE"
+}
+
 restore_scheduler() { on kgn-cp-kubeasz 'mv /root/kube-scheduler.fault /opt/kube/bin/kube-scheduler'; }
 
 case_control_plane_fails() {
@@ -354,7 +415,7 @@ case_kernel_update_build() {
   kernel_removed "$kernel"
 }
 
-cases=(runtime_binary_gone containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
+cases=(runtime_binary_gone runtime_injects_nothing containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
        scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin
        cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted
        kernel_update)

@@ -129,7 +129,7 @@ def test_what_the_module_reads_follows_from_the_settings_and_states():
               "kube_scheduler": {"plan": {"action": "configure", "variant": {"path": "/etc/k/s.yaml"}}}}
     assert verify.probe_args({"kinds": ["gpu_node", "control_plane"]}, states) == {
         "gpu_node": True, "control_plane": True, "containerd_config": "/etc/containerd/config.toml",
-        "scheduler_config_path": "/etc/k/s.yaml"}
+        "scheduler_config_path": "/etc/k/s.yaml", "engine_smoke": {}}
     assert verify.probe_args({"kinds": ["gpu_node"]}, {})["containerd_config"] == ""
 
 
@@ -153,11 +153,12 @@ def test_a_host_that_stopped_is_judged_from_its_inventory_and_facts():
     assert settings == {"host": "n1", "node_name": "n1", "kinds": ["gpu_node"], "stacks": ["gpushare"],
                         "expect_gpu": False, "waived": [], "driver_version": "535", "extra_labels": {},
                         "labels_require_gpu": True, "mig_layout": "all-disabled", "gpu_facts": {},
-                        "check_mode": True}
+                        "check_mode": True, "engine_smoke": True, "pod_smoke": True}
     # the same inputs, the same defaults
     assert defaults["gpu_node_verify_expect_gpu"] is True and defaults["gpu_node_verify_labels_require_gpu"] is True
     assert defaults["gpu_node_verify_waived_checks"] == [] and defaults["gpu_node_verify_extra_labels"] == {}
     assert defaults["gpu_node_verify_gpu_facts"] == {}
+    assert defaults["gpu_node_verify_engine_smoke"] is True and defaults["gpu_node_verify_pod_smoke"] is True
     assert "gpu_sharing_stacks" in defaults["gpu_node_verify_stacks"]
     assert "gpu_driver_version" in defaults["gpu_node_verify_driver_version"]
     assert "nvidia_mig_layout" in defaults["gpu_node_verify_mig_layout"]

@@ -1,0 +1,143 @@
+"""gpu_pod_smoke module, run through `ansible localhost -m` against a fake kubectl: leftovers deleted first, one pod
+per stack created, waited for, judged from its status, events and log, and deleted."""
+
+from __future__ import annotations
+
+import json
+
+from kubectl_fake import answer, calls, install, items, run_module
+
+H100_L = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)"
+H100_HOST = {"listed": True, "present": True, "smi_found": True, "pci_gpus": 0, "error": "",
+             "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+                       "mig": []}]}
+NO_GPU_HOST = {"listed": False, "present": False, "smi_found": True, "pci_gpus": 0, "gpus": [],
+               "error": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."}
+NAME = "kgn-gpu-smoke-nvidia-device-plugin-gpu-1"
+NOT_FOUND = answer(rc=1, stderr='Error from server (NotFound): leases.coordination.k8s.io "kube-scheduler" not found')
+
+
+def pod(status=None, **spec):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": NAME, "namespace": "default"},
+            "spec": spec, "status": status or {}}
+
+
+def log_text(smi):
+    return "\n".join(["kgn-smoke: nvidia-smi -L", smi, "kgn-smoke: rc 0", "kgn-smoke: dev", "nvidia0",
+                      "kgn-smoke: proc", "kgn-smoke: env", "kgn-smoke: end"]) + "\n"
+
+
+def smoke(tmp_path, rules, check=False, **args):
+    folder = tmp_path / "bin"
+    base = {"node_name": "gpu-1", "stacks": ["nvidia_device_plugin"], "kubectl": str(install(folder, rules)),
+            "kubeconfig": "/fake/admin.conf", "api_host": "cp1", "timeout": 3}
+    return run_module("gpu_pod_smoke", {**base, **args}, check=check), [c["argv"] for c in calls(folder)], \
+        calls(folder)
+
+
+def rules(pods, events=(), log="", remaining=""):
+    return [{"match": ["delete"], "answers": [answer('pod "x" deleted\n')]},
+            {"match": ["create"], "answers": [answer(f"pod/{NAME}\n")]},
+            {"match": ["get", "--output=name"], "answers": [answer(remaining)]},
+            {"match": ["get", "pods"], "answers": [answer(items(*p)) for p in pods]},
+            {"match": ["get", "events"], "answers": [answer(items(*events))]},
+            {"match": ["logs"], "answers": [answer(log)]},
+            {"match": ["get", "leases.coordination.k8s.io"], "answers": [NOT_FOUND]}]
+
+
+def test_a_pod_that_succeeds_and_shows_the_hosts_gpu_is_ok_and_deleted(tmp_path):
+    done = pod({"phase": "Succeeded", "conditions": [{"type": "PodScheduled", "status": "True"}]}, nodeName="gpu-1")
+    result, argvs, logged = smoke(tmp_path, rules([[pod({"phase": "Pending"})], [done]], log=log_text(H100_L)),
+                                  host=H100_HOST)
+    assert (result["status"], result["changed"], result["deleted"]) == ("ok", False, True), result
+    assert result["summary"] == ("nvidia_device_plugin: Succeeded; saw GPU 0: NVIDIA H100 80GB HBM3 "
+                                 "(GPU-00000000-0000-0000-0000-000000000000)")
+    (entry,) = result["pods"]
+    whats = [s.get("what") or s["phase"] for s in entry["lifecycle"]]
+    assert whats == ["created", "Pending", "Succeeded", "deleted"]
+    # leftovers first, then the pod, then the deletion; the pod asked for the stack's resource on that node
+    assert [a[0] for a in argvs if a[0] in ("delete", "create")] == ["delete", "create", "delete"]
+    sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"][-1]
+    assert sent["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert sent["metadata"]["labels"]["kube-gpu-nodes.io/smoke-node"] == "gpu-1"
+    assert next(a for a in argvs if a[0] == "delete")[-4:] == ["kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/"
+                                                               "smoke-node=gpu-1", "--ignore-not-found",
+                                                               "--wait=true", "--timeout=60s"]
+
+
+def test_a_pod_no_scheduler_acts_on_is_reported_with_the_lease_and_deleted(tmp_path):
+    # what the lab's API server does: store the pod, no phase, no condition, no event
+    result, argvs, _ = smoke(tmp_path, rules([[pod()]]), host=NO_GPU_HOST)
+    assert result["status"] == "failed" and result["deleted"] is True
+    (entry,) = result["pods"]
+    assert entry["cause"] == "pod_not_scheduled"
+    assert "not scheduled, no condition and no event from default-scheduler (no kube-scheduler holds the lease " \
+           "kube-system/kube-scheduler)" in entry["summary"]
+    assert entry["lifecycle"][0]["what"] == "created" and entry["lifecycle"][1]["phase"] == "Pending"
+    assert entry["lifecycle"][-1]["what"] == "deleted"
+    assert ["get", "leases.coordination.k8s.io", "-n", "kube-system", "kube-scheduler", "--output=json"] in argvs
+
+
+def test_insufficient_on_a_gpu_less_node_ends_early_as_no_gpu_visible(tmp_path):
+    pending = pod({"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node "
+                   "affinity/selector."}]})
+    result, argvs, _ = smoke(tmp_path, rules([[pending]]), host=NO_GPU_HOST, timeout=60)
+    assert result["status"] == "no_gpu" and result["pods"][0]["summary"].startswith("no GPU visible: Pending, 0/2")
+    assert argvs.count(["get", "pods", "-n", "default", "-l", "kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/"
+                        "smoke-node=gpu-1", "--output=json"]) == 1  # no waiting once nothing can change
+
+
+def test_an_api_that_does_not_answer_skips_and_creates_nothing(tmp_path):
+    refused = "The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?"
+    down = [{"match": ["delete"], "answers": [answer(rc=1, stderr=refused)]}]
+    result, argvs, _ = smoke(tmp_path, down)
+    assert result["status"] == "skipped" and "no API (kubectl on cp1): The connection" in result["summary"]
+    assert [a[0] for a in argvs] == ["delete"]
+
+
+def test_a_pod_the_api_refuses_is_named_and_check_mode_creates_nothing(tmp_path):
+    refused = rules([[]])
+    refused[1] = {"match": ["create"], "answers": [answer(rc=1, stderr='Error from server (NotFound): error when '
+                                                                       'creating "STDIN": namespaces "gpu" not found')]}
+    result, _, _ = smoke(tmp_path, refused, namespace="gpu")
+    assert result["pods"][0]["cause"] == "pod_create_failed" and 'namespaces "gpu" not found' in result["summary"]
+    checked, argvs, _ = smoke(tmp_path / "check", rules([[pod()]]), check=True)
+    assert checked["status"] == "skipped" and argvs == []
+
+
+def test_a_pod_left_in_the_api_fails_the_smoke(tmp_path):
+    done = pod({"phase": "Succeeded"}, nodeName="gpu-1")
+    result, _, _ = smoke(tmp_path, rules([[done]], log=log_text(H100_L), remaining=f"pod/{NAME}\n"), host=H100_HOST)
+    assert result["status"] == "failed" and result["deleted"] is False and result["cause"] == "pod_not_deleted"
+    assert result["summary"].endswith(f"the smoke pods could not be deleted (pod/{NAME})")
+
+
+DRA_NAME = "kgn-gpu-smoke-nvidia-dra-gpu-1"
+DRIVER_STATE = {"live": {"nvidia_smi": {"answered": True}, "gpu": {"gpu_present": True, "gpus": [
+    {"index": 0, "product_name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-0000-0000-0000-000000000000"}]}}}
+
+
+def test_a_dra_node_gets_its_gpu_through_a_claim_template_compared_with_the_recorded_gpus(tmp_path):
+    done = pod({"phase": "Succeeded"}, nodeName="gpu-1")
+    done["metadata"]["name"] = DRA_NAME
+    steps = rules([[done]], log=log_text(H100_L))
+    steps[1] = {"match": ["create"], "answers": [answer(f"resourceclaimtemplate.resource.k8s.io/{DRA_NAME}\n"
+                                                        f"pod/{DRA_NAME}\n")]}
+    result, argvs, logged = smoke(tmp_path, steps, stacks=["nvidia_dra"], resource_api="resource.k8s.io/v1beta1",
+                                  driver_state=DRIVER_STATE)
+    assert (result["status"], result["deleted"]) == ("ok", True), result
+    template, sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"]
+    assert (template["kind"], template["apiVersion"]) == ("ResourceClaimTemplate", "resource.k8s.io/v1beta1")
+    assert template["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]
+    assert sent["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": DRA_NAME}]
+    # the claim templates are deleted with the pods (and looked for as leftovers first)
+    deletes = [a for a in argvs if a[0] == "delete"]
+    assert len(deletes) == 2 and all(a[1] == "pods,resourceclaimtemplates.resource.k8s.io" for a in deletes)
+
+
+def test_a_dra_node_whose_resource_api_is_not_recorded_is_skipped_with_the_reason(tmp_path):
+    result, argvs, _ = smoke(tmp_path, rules([[]]), stacks=["nvidia_dra"])
+    assert result["status"] == "skipped" and argvs == []
+    assert "resource.k8s.io version is not recorded" in result["summary"]
