@@ -286,7 +286,7 @@ CDI_CAUSES = {
                      "the node was installed, so it names libraries and firmware of a driver that is gone"),
               fix=(_CDI_FIX + "; after driver upgrades use playbooks/nvidia_driver_upgrade.yml, which regenerates it "
                    "before uncordoning"),
-              source="NVIDIA/nvidia-container-toolkit issue 1895 (a spec left stale by a driver update)"),
+              source="docs/cdi.md, \"The spec on the node\" (a spec left stale by a driver update)"),
     ],
     "cdi_paths": [
         cause("cdi_missing_file",
@@ -294,7 +294,7 @@ CDI_CAUSES = {
                      "install is incomplete); containers asking for the GPU fail to start"),
               fix=(_CDI_FIX + " when the generator gives another one; if the spec is current, the driver itself "
                    "lacks the file: reinstall the driver"),
-              source="NVIDIA/nvidia-container-toolkit issue 1895"),
+              source="docs/cdi.md, \"The spec on the node\" (files a stale spec names)"),
     ],
     "cdi_engine": [
         cause("cdi_engine_off",
