@@ -231,3 +231,25 @@ def render(render_dir, host_name, files, plan=None, plan_name=None):
         _write(target, json.dumps(plan, indent=2, sort_keys=True) + "\n", "0644")
         written.append(target)
     return written
+
+
+def recorded(concern: str, observed: dict, plan: dict, live: dict, changed: bool, check_mode: bool,
+             repaired: "list | None" = None, changes: "list | None" = None) -> dict:
+    """The facts a module returns about its concern: ``kgn_observed_<concern>`` (what it read before any
+    change: the input a later render plans from) and ``kgn_state_<concern>`` (its plan and the live state
+    it saw last: what verify judges). In check mode ``changed`` means "would change". ``repaired`` says, in
+    words, what the run found broken and put back (a hold re-applied, a file restored, a restart finished);
+    ``changes`` what else it changed (a first install, what the inventory asks for anew): the report's
+    "changes" section lists both per host."""
+    return {
+        f"kgn_observed_{concern}": observed,
+        f"kgn_state_{concern}": {
+            "plan": plan,
+            "live": live,
+            "changed": changed,
+            "check_mode": check_mode,
+            "repaired": repaired or [],
+            "changes": changes or [],
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    }

@@ -102,10 +102,10 @@ import os  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION, labels_plan  # noqa: E402
 
 
 def read_nodes(kube, names):
@@ -247,7 +247,7 @@ def main():
     else:
         observed = read_nodes(kube, names)
     try:
-        plan = host_plan({"node_labels": {"nodes": p["nodes"]}}, {"node_labels": observed})["node_labels"]
+        plan = labels_plan({"nodes": p["nodes"]}, observed or {})
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     if rendering:

@@ -113,7 +113,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402  (Ansible mod
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import run_pod_smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_pod_live import run_pod_smoke  # noqa: E402
 
 
 def main() -> None:

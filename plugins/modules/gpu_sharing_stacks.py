@@ -137,6 +137,7 @@ import os  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objects  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.dra import served_groups  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noqa: E402
@@ -145,12 +146,12 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noq
     first_line,
     not_served,
 )
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (  # noqa: E402
     MANAGED_BY,
     advertising_nvidia_gpu,
     finish_plan,
     pruned_resources,
+    stacks_plan,
 )
 
 BACKUP = ".backup"
@@ -297,8 +298,9 @@ def write_files(todo, manifest_dir):
             os.rmdir(target)
 
 
-def live_state(kube, plan):
-    api = read_api(kube, plan.get("kubernetes_version"))
+def live_state(kube, plan, api=None):
+    """What the API shows of the plan's objects; ``api``: a read of this run that nothing has changed since."""
+    api = api or read_api(kube, plan.get("kubernetes_version"))
     if not api.get("reachable") or api.get("objects") is None:
         return {"reachable": bool(api.get("reachable")), "error": api.get("error"), "missing": [], "left": []}
     seen = {(o["group"], o["kind"], o["namespace"], o["name"]) for o in api["objects"]}
@@ -404,7 +406,7 @@ def main():
         if p["plan"] is not None:
             plan = finish_plan(p["plan"], p["manifests"], observed)  # planned once, by the action plugin
         else:
-            plan = host_plan({"stacks": inputs}, {"stacks": observed})["stacks"]
+            plan = stacks_plan(inputs, observed or {})
     except KgnError as err:
         msg = str(err)
         module.fail_json(msg=msg if "Nothing was changed" in msg else f"{msg}. Nothing was changed.",
@@ -452,7 +454,8 @@ def main():
     if applied and reason:
         msg += f" Nothing was removed from the cluster: {reason}."
     if applied and not module.check_mode:
-        result["live"] = live_state(kube, plan)
+        # nothing applied or deleted: the API read before is what it shows now (no second read)
+        result["live"] = live_state(kube, plan, None if changed else api)
         problems = result["live"]["missing"] + [f"{o} is still there" for o in result["live"]["left"]]
         if problems:
             module.fail_json(msg=f"kubectl applied and deleted without an error, but the API does not show it: "

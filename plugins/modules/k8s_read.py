@@ -84,12 +84,41 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnErr
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl, not_served  # noqa: E402
 
 
+def resource_of(item):
+    """The resource name (``daemonsets.apps``, ``nodes``) of a listed object, from its kind and apiVersion, the way
+    kubectl guesses a plural (``UnsafeGuessKindToResource``: class -> classes, policy -> policies)."""
+    kind = str(item.get("kind") or "").lower()
+    plural = kind + "es" if kind.endswith("s") else kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+    api_version = str(item.get("apiVersion") or "")
+    return f"{plural}.{api_version.split('/')[0]}" if "/" in api_version else plural
+
+
+def read_together(kube, resources, selector, field_selector):
+    """Every resource in one ``kubectl get`` (one kubectl start instead of one each): ``{resource: items}``, or None
+    when that read fails (a resource not served or forbidden) or shows an object it cannot place: then each is read
+    on its own, which says which one."""
+    try:
+        listed = kube.get(list(resources), all_namespaces=True, selector=selector or None,
+                          field_selector=field_selector or None)
+    except KgnError:
+        return None
+    found = {resource: [] for resource in resources}
+    for item in listed.get("items") or []:
+        if resource_of(item) not in found:
+            return None
+        found[resource_of(item)].append(slim(item))
+    return found
+
+
 def read(kube, resources, raw, selector, field_selector=""):
     reachable, error = kube.ready()
     answer = {"reachable": reachable, "error": error, "resources": {}, "raw": {}}
     if not reachable:
         return answer
-    for resource in resources:
+    together = read_together(kube, resources, selector, field_selector) if len(resources) > 1 else None
+    for resource, items in (together or {}).items():
+        answer["resources"][resource] = {"served": True, "error": "", "items": items}
+    for resource in resources if together is None else []:
         try:
             listed = kube.get(resource, all_namespaces=True, selector=selector or None,
                               field_selector=field_selector or None)

@@ -177,8 +177,8 @@ import urllib.request  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (  # noqa: E402
     systemd_exec_start_files,
 )
@@ -186,6 +186,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
     PROXY_MODE_URL,
     restart_manifest,
     scheduler_health_url,
+    scheduler_plan,
     scheduler_reads,
 )
 
@@ -580,7 +581,7 @@ def run(module):
     observed = {}
     try:
         observed = p["observed"] if rendering else observe(module, inputs)
-        plan = host_plan({"kube_scheduler": inputs}, {"kube_scheduler": observed})["kube_scheduler"]
+        plan = scheduler_plan(inputs, observed or {})
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     result = {"plan": plan, "observed": observed, "left_alone": plan["left_alone"],

@@ -154,8 +154,9 @@ import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, change, devices, host, runtime  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime_plan  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import (  # noqa: E402
     binary_state,
     cdi_state,
@@ -398,7 +399,7 @@ def run(module):
     rendering = bool(p["render_dir"])
     observed = p["observed"] if rendering else observe(module, p)
     try:
-        plan = host_plan({"container_runtime": inputs}, {"container_runtime": observed})["container_runtime"]
+        plan = runtime_plan(inputs, observed or {})
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
     if rendering:

@@ -131,8 +131,9 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, pkghealth, toolkit  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.toolkit import toolkit_plan  # noqa: E402
 
 CONCERN = "nvidia_container_toolkit"
 APT_LOCKED = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock|"
@@ -237,8 +238,10 @@ def verify_on(module, family, packages):
     verify = {}
     for name in toolkit.PACKAGES:
         if name in packages:
-            argv = ["dpkg", "--verify", name] if family == "deb" else ["rpm", "-V", name]
-            _, out, _ = host.run(module, argv)
+            if family == "deb":
+                out = pkghealth.dpkg_verify(module, [name])
+            else:
+                _, out, _ = host.run(module, ["rpm", "-V", name])
             verify[name] = toolkit.verify_problems(out)
     return verify
 
@@ -625,7 +628,7 @@ def execute(module, p, inputs, gpg):
     rendering = bool(p["render_dir"])
     try:
         observed = p["observed"] if rendering else observe(module, inputs, detect_pkg_mgr(module, p["pkg_mgr"]), gpg)
-        plan = host_plan({CONCERN: inputs}, {CONCERN: observed})[CONCERN]
+        plan = toolkit_plan(inputs, observed or {})
     except KgnError as err:
         module.fail_json(msg=_nothing_changed(str(err)), observed=p["observed"] if rendering else {})
     if rendering:
@@ -648,7 +651,7 @@ def execute(module, p, inputs, gpg):
         except RuntimeError as err:
             _failed(module, work, plan, observed, [], facts, f"repairing the package manager's state: {err}")
         observed = observe(module, inputs, plan["pkg_mgr"], gpg)
-        plan = host_plan({CONCERN: inputs}, {CONCERN: observed})[CONCERN]
+        plan = toolkit_plan(inputs, observed or {})
         work.plan, work.observed = plan, observed
         left = health_of(module, plan)
         if not left["consistent"]:
@@ -673,13 +676,10 @@ def execute(module, p, inputs, gpg):
                          would=work.done, would_repair=would_repair, diff=diff, health=health,
                          ansible_facts=recorded(CONCERN, observed, plan, live, bool(work.done), True))
 
-    if work.done:
-        # what the node shows now, through the same plan: nothing may be left to do
-        after = host_plan({CONCERN: inputs}, {CONCERN: observe(module, inputs, plan["pkg_mgr"], gpg)})[CONCERN]
-    else:
-        after = plan
+    # what the node shows now, through the same plan: nothing may be left to do
+    after = toolkit_plan(inputs, observe(module, inputs, plan["pkg_mgr"], gpg)) if work.done else plan
     live = live_state(module, after, binary_state(module))
-    live["health"] = health_of(module, after)
+    live["health"] = health_of(module, after) if work.done else health  # nothing ran since it was read
     live["config"] = {"path": toolkit.CONFIG, "exists": host.read(toolkit.CONFIG) is not None}
     if not live["health"]["consistent"]:
         live["problems"] += live["health"]["problems"]

@@ -254,6 +254,7 @@ from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, pkghealth  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state as state  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as gpu_smi  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # noqa: E402
     EXISTING,
     FILES,
@@ -263,13 +264,13 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # n
     PIN_GLOBS,
     SOURCES,
     driver_packages,
+    driver_plan,
     hold_changes,
     is_stack_package,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather as gather_gpus  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan, recorded  # noqa: E402
 
 INPUTS = ("source", "existing", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
           "debian_mirror", "debian_security_mirror", "ubuntu_mirror", "ubuntu_security_mirror", "cuda_repo_base_url",
@@ -420,11 +421,12 @@ def lists_stale(sources):
 
 
 def verify_apt(module, versions):
-    """{package: [missing paths]} of the driver stack: dpkg --verify, and nvidia-smi where a package provides it."""
+    """{package: [missing paths]} of the driver stack: dpkg --verify (pkghealth.dpkg_verify, with its stat cache), and
+    nvidia-smi where a package provides it."""
     missing = {}
     if not versions:
         return missing
-    _, out, _ = host.run(module, ["dpkg", "--verify", *sorted(versions)], timeout=300)
+    out = pkghealth.dpkg_verify(module, sorted(versions))
     paths = []
     for line in (out or "").splitlines():
         found = re.match(r"^missing\s+(c\s+)?(/.*)$", line)
@@ -512,14 +514,14 @@ class Run:
             observed["packages"] = {**read(self.module, self.plan), "refreshed": True}
         observed["kernels"] = self.observed["kernels"] = state.kernels(self.module)
         try:
-            now = host_plan({"nvidia_driver": self.inputs}, {"nvidia_driver": observed})["nvidia_driver"]
+            now = driver_plan(self.inputs, observed or {})
         except KgnError as err:
             raise Failed(str(err)) from None
         self.plan.update(kernels=now["kernels"], warnings=now["warnings"])
 
     def replan(self):
         try:
-            self.plan = host_plan({"nvidia_driver": self.inputs}, {"nvidia_driver": self.observed})["nvidia_driver"]
+            self.plan = driver_plan(self.inputs, self.observed or {})
         except KgnError as err:
             raise Failed(str(err)) from None
 
@@ -912,7 +914,7 @@ def main():
         if gpu_facts:
             observed["gpu"] = gpu_facts
         try:
-            plan = host_plan({"nvidia_driver": inputs}, {"nvidia_driver": observed})["nvidia_driver"]
+            plan = driver_plan(inputs, observed or {})
         except KgnError as err:
             module.fail_json(msg=f"{err}. Nothing was rendered.")
         written = change.render(p["render_dir"], p["render_host"], plan["files"], plan, "nvidia_driver")
@@ -935,7 +937,7 @@ def main():
                          reboot_required=False, gpu=gpu)
 
     try:
-        plan = host_plan({"nvidia_driver": inputs}, {"nvidia_driver": observed})["nvidia_driver"]
+        plan = driver_plan(inputs, observed or {})
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.", owned=owned)
 

@@ -284,3 +284,20 @@ def test_target_side_code_compiles_and_imports_under_python_3_6(tmp_path):
                               env={**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"},
                               cwd=tmp_path, check=False)
     assert imported.returncode == 0, f"under {interpreter}:\n{imported.stdout}{imported.stderr}"
+
+
+def _closure(path: Path) -> set:
+    todo, seen = list(_module_utils_imported(path)), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen and (PLUGINS / "module_utils" / f"{name}.py").is_file():
+            seen.add(name)
+            todo.extend(_module_utils_imported(PLUGINS / "module_utils" / f"{name}.py"))
+    return seen
+
+
+@pytest.mark.parametrize("module", sorted((PLUGINS / "modules").glob("*.py")), ids=lambda p: p.stem)
+def test_a_module_ships_its_own_concern_not_every_planner(module):
+    # Ansible sends a module with every module_utils file it imports, and the node compiles them on every call;
+    # plan.py (every section planner) and the controller's verify and contract are for the controller only.
+    assert _closure(module) & {"plan", "verify", "contract"} == set()

@@ -3,6 +3,7 @@ per stack created, waited for, judged from its status, events and log, and delet
 
 from __future__ import annotations
 
+import datetime
 import json
 
 from kubectl_fake import answer, calls, install, items, run_module
@@ -76,6 +77,36 @@ def test_a_pod_no_scheduler_acts_on_is_reported_with_the_lease_and_deleted(tmp_p
     assert entry["lifecycle"][0]["what"] == "created" and entry["lifecycle"][1]["phase"] == "Pending"
     assert entry["lifecycle"][-1]["what"] == "deleted"
     assert ["get", "leases.coordination.k8s.io", "-n", "kube-system", "kube-scheduler", "--output=json"] in argvs
+
+
+def test_a_real_api_servers_defaulted_scheduler_name_still_reads_the_lease(tmp_path):
+    # a real API server stores spec.schedulerName: default-scheduler on every pod that names none
+    result, argvs, _ = smoke(tmp_path, rules([[pod(schedulerName="default-scheduler")]]), host=NO_GPU_HOST, timeout=1)
+    assert result["pods"][0]["cause"] == "pod_not_scheduled"
+    assert "(no kube-scheduler holds the lease kube-system/kube-scheduler)" in result["pods"][0]["summary"]
+    assert ["get", "leases.coordination.k8s.io", "-n", "kube-system", "kube-scheduler", "--output=json"] in argvs
+
+
+def test_with_no_scheduler_holding_the_lease_the_wait_ends_after_the_grace_not_at_the_timeout(tmp_path):
+    result, argvs, _ = smoke(tmp_path, rules([[pod(schedulerName="default-scheduler")]]), host=NO_GPU_HOST,
+                             timeout=120)
+    (entry,) = result["pods"]
+    assert entry["cause"] == "pod_not_scheduled" and "no kube-scheduler holds the lease" in entry["summary"]
+    assert entry["lifecycle"][-1]["what"] == "deleted" and entry["lifecycle"][-1]["t"] < 10  # not 120 s
+    assert argvs.count(["get", "leases.coordination.k8s.io", "-n", "kube-system", "kube-scheduler",
+                        "--output=json"]) == 1  # read once, kept for the verdict
+
+
+def test_a_held_lease_keeps_waiting_until_the_timeout(tmp_path):
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    held = rules([[pod(schedulerName="default-scheduler")]])
+    held[-1] = {"match": ["get", "leases.coordination.k8s.io"], "answers": [answer(json.dumps(
+        {"kind": "Lease", "spec": {"holderIdentity": "cp1_1234", "renewTime": now}}))]}
+    result, _, _ = smoke(tmp_path, held, host=NO_GPU_HOST, timeout=5)
+    (entry,) = result["pods"]
+    assert entry["cause"] == "pod_not_scheduled" and "last renewed" in entry["summary"] and "by cp1_1234" in \
+        entry["summary"]
+    assert entry["summary"].startswith("Pending after 5 s")  # the whole timeout: a live scheduler may still act
 
 
 def test_insufficient_on_a_gpu_less_node_ends_early_as_no_gpu_visible(tmp_path):

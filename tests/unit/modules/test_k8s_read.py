@@ -36,3 +36,31 @@ def test_an_api_that_is_not_ready_is_said_once(tmp_path):
     assert result["reachable"] is False and "connection to the server was refused" in result["error"]
     assert "kubectl on the control machine" in result["error"] and "/etc/kubernetes/admin.conf" in result["error"]
     assert len(calls(tmp_path / "bin")) == 1 and result["resources"] == {}
+
+
+def test_served_resources_are_read_in_one_kubectl_get_and_placed_by_kind(tmp_path):
+    together = "nodes,daemonsets.apps,deviceclasses.resource.k8s.io"
+    listed = items(NODE, {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "plugin"}},
+                   {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"}})
+    rules = [{"match": ["get", "--raw", "/readyz"], "answers": [answer("ok")]},
+             {"match": ["get", together], "answers": [answer(listed)]}]
+    args = {"resources": together.split(","), "kubectl": str(install(tmp_path / "bin", rules))}
+    result = run_module("k8s_read", args, check=True)
+    found = {name: [i["metadata"]["name"] for i in entry["items"]] for name, entry in result["resources"].items()}
+    assert found == {"nodes": ["gpu1"], "daemonsets.apps": ["plugin"],
+                     "deviceclasses.resource.k8s.io": ["gpu.nvidia.com"]}
+    assert [c["argv"][1] for c in calls(tmp_path / "bin")] == ["--raw", together]
+
+
+def test_an_object_of_a_kind_it_cannot_place_falls_back_to_one_read_per_resource(tmp_path):
+    odd = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    rules = [{"match": ["get", "--raw", "/readyz"], "answers": [answer("ok")]},
+             {"match": ["get", "nodes,daemonsets.apps"], "answers": [answer(items(NODE, odd))]},
+             {"match": ["get", "nodes"], "answers": [answer(items(NODE))]},
+             {"match": ["get", "daemonsets.apps"], "answers": [answer(items())]}]
+    args = {"resources": ["nodes", "daemonsets.apps"], "kubectl": str(install(tmp_path / "bin", rules))}
+    result = run_module("k8s_read", args, check=True)
+    assert [i["metadata"]["name"] for i in result["resources"]["nodes"]["items"]] == ["gpu1"]
+    assert result["resources"]["daemonsets.apps"] == {"served": True, "error": "", "items": []}
+    assert [c["argv"][1] for c in calls(tmp_path / "bin")] == ["--raw", "nodes,daemonsets.apps", "nodes",
+                                                               "daemonsets.apps"]
