@@ -239,8 +239,9 @@ def dpkg_verify(module, names, cache_path=None):
     dpkg's own lists of checksums (``<package>[:<arch>].md5sums``), with a stat cache: a file whose size, mtime, ctime
     and inode are the ones it had when it last matched its checksum is not read again. A file replaced or edited in
     place gets a new ctime (which no user can set back), so it is checksummed again. dpkg --verify reads every file
-    of the driver stack on every run (about 2 s of a core per node). A package without a checksum list goes to dpkg
-    --verify itself. Check mode reads the cache but never writes it."""
+    of the driver stack on every run (about 2 s of a core per node). A conffile (the package's ``.conffiles``: the
+    administrator's to change) is only checked for presence and marked ``c``, as dpkg marks it. A package without a
+    checksum list goes to dpkg --verify itself. Check mode reads the cache but never writes it."""
     cache_path = cache_path or VERIFY_CACHE
     cache = _load(cache_path)
     cache = cache if isinstance(cache, dict) else {}
@@ -257,8 +258,13 @@ def dpkg_verify(module, names, cache_path=None):
         for listed in lists:
             with open(listed, encoding="utf-8", errors="replace") as handle:
                 entries = [line.split(None, 1) for line in handle if line.strip()]
+            conffiles = set((host.read(listed[: -len(".md5sums")] + ".conffiles") or "").split())
             for want, rel in (e for e in entries if len(e) == 2):
                 path = "/" + rel.strip()
+                if path in conffiles:  # the administrator's to change: only its absence is said, as dpkg marks it
+                    if not os.path.lexists(path):
+                        lines.append(f"missing   c {path}")
+                    continue
                 checked.add(path)
                 try:
                     key = _stat_key(path)

@@ -15,7 +15,7 @@ POLL = 1
 # After GRACE seconds without any scheduler acting on a pod (no PodScheduled condition), the wait ends early when no
 # kube-scheduler holds its lease, or its holder stopped renewing it LEASE_STALE seconds ago (kube-scheduler's
 # lease lasts 15 s; a new leader takes over within it): no pod can be scheduled, so the timeout is not waited out.
-GRACE = 3
+GRACE = 2
 LEASE_STALE = 60
 TAIL = 2000
 POD_RANK = {"failed": 3, "no_gpu": 2, "ok": 1, "skipped": 0}

@@ -77,6 +77,7 @@ raw:
 
 import contextlib  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import slim  # noqa: E402
@@ -94,19 +95,30 @@ def resource_of(item):
 
 
 def read_together(kube, resources, selector, field_selector):
-    """Every resource in one ``kubectl get`` (one kubectl start instead of one each): ``{resource: items}``, or None
-    when that read fails (a resource not served or forbidden) or shows an object it cannot place: then each is read
-    on its own, which says which one."""
-    try:
-        listed = kube.get(list(resources), all_namespaces=True, selector=selector or None,
-                          field_selector=field_selector or None)
-    except KgnError:
-        return None
-    found = {resource: [] for resource in resources}
-    for item in listed.get("items") or []:
-        if resource_of(item) not in found:
-            return None
-        found[resource_of(item)].append(slim(item))
+    """Every resource in one ``kubectl get`` (one kubectl start instead of one each): ``{resource: answer}``, or None
+    when that read fails for another reason (forbidden, ...) or shows an object it cannot place: then each is read
+    on its own, which says which one. A resource the server does not serve is named by kubectl's error ("doesn't
+    have a resource type"): it is said not served and the others are read again without it."""
+    found, todo = {}, list(resources)
+    while todo:
+        try:
+            listed = kube.get(todo, all_namespaces=True, selector=selector or None,
+                              field_selector=field_selector or None)
+        except KgnError as err:
+            named = re.search(r'doesn\'t have a resource type "([^"]+)"', str(err))
+            gone = [r for r in todo if named and r.split(".")[0] == named.group(1)]
+            if not gone:
+                return None
+            found.update((r, {"served": False, "error": str(err), "items": []}) for r in gone)
+            todo = [r for r in todo if r not in gone]
+            continue
+        placed = {resource: [] for resource in todo}
+        for item in listed.get("items") or []:
+            if resource_of(item) not in placed:
+                return None
+            placed[resource_of(item)].append(slim(item))
+        found.update((r, {"served": True, "error": "", "items": items}) for r, items in placed.items())
+        break
     return found
 
 
@@ -116,8 +128,7 @@ def read(kube, resources, raw, selector, field_selector=""):
     if not reachable:
         return answer
     together = read_together(kube, resources, selector, field_selector) if len(resources) > 1 else None
-    for resource, items in (together or {}).items():
-        answer["resources"][resource] = {"served": True, "error": "", "items": items}
+    answer["resources"].update(together or {})
     for resource in resources if together is None else []:
         try:
             listed = kube.get(resource, all_namespaces=True, selector=selector or None,

@@ -64,3 +64,18 @@ def test_an_object_of_a_kind_it_cannot_place_falls_back_to_one_read_per_resource
     assert result["resources"]["daemonsets.apps"] == {"served": True, "error": "", "items": []}
     assert [c["argv"][1] for c in calls(tmp_path / "bin")] == ["--raw", "nodes,daemonsets.apps", "nodes",
                                                                "daemonsets.apps"]
+
+
+def test_a_resource_the_server_does_not_serve_is_named_and_the_rest_read_together_again(tmp_path):
+    rules = [{"match": ["get", "--raw", "/readyz"], "answers": [answer("ok")]},
+             {"match": ["get", "nodes,resourceslices.resource.k8s.io,daemonsets.apps"], "answers": [
+                 answer(rc=1, stderr='error: the server doesn\'t have a resource type "resourceslices"\n')]},
+             {"match": ["get", "nodes,daemonsets.apps"], "answers": [answer(items(NODE))]}]
+    args = {"resources": ["nodes", "resourceslices.resource.k8s.io", "daemonsets.apps"],
+            "kubectl": str(install(tmp_path / "bin", rules))}
+    result = run_module("k8s_read", args, check=True)
+    slices = result["resources"]["resourceslices.resource.k8s.io"]
+    assert slices["served"] is False and slices["items"] == [] and "resourceslices" in slices["error"]
+    assert [i["metadata"]["name"] for i in result["resources"]["nodes"]["items"]] == ["gpu1"]
+    assert result["resources"]["daemonsets.apps"]["items"] == []
+    assert len(calls(tmp_path / "bin")) == 3  # readyz, all three, the two served

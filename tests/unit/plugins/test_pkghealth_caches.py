@@ -130,3 +130,17 @@ def test_an_unclean_apt_check_is_never_kept(status, tmp_path):
     assert pkghealth.apt_check(node, cache) != [] and len(node.calls) == 2
     assert not os.path.exists(cache)
     assert pkghealth.apt_check(Node(check_mode=True), cache) == [] and not os.path.exists(cache)  # check mode
+
+
+def test_a_conffile_is_the_administrators_only_its_absence_is_said(dpkg, tmp_path):
+    env = tmp_path / "root/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
+    env.parent.mkdir(parents=True)
+    env.write_text("NVIDIA_CTK_DEBUG=false\n")
+    info = tmp_path / "info"
+    listed = info / "nvidia-container-toolkit-base:amd64.md5sums"
+    # some packages list a conffile among their checksums (nvidia-container-toolkit-base 1.20.0 does)
+    listed.write_text(listed.read_text() + f"{'0' * 32}  {str(env).lstrip('/')}\n")
+    (info / "nvidia-container-toolkit-base:amd64.conffiles").write_text(f"{env}\n")
+    assert verify(dpkg) == ""  # edited by the administrator: not ours to report
+    env.unlink()
+    assert verify(dpkg) == f"missing   c {env}\n"
