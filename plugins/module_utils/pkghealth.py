@@ -201,6 +201,12 @@ def _save(module, path, data):
         pass
 
 
+def _stat_key(path):
+    """What changes whenever a file is replaced or written: size, mtime, ctime, inode."""
+    info = os.stat(path)
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+
+
 def apt_check(module, cache_path=None):
     """The errors of ``apt-get check`` (parse_apt_check). It reads every installed package's dependencies (about
     0.5 s of a core), so a clean answer is kept with the stat of dpkg's status file: dpkg replaces that file on every
@@ -208,8 +214,7 @@ def apt_check(module, cache_path=None):
     dpkg). An unclean answer is never kept."""
     cache_path = cache_path or APT_CHECK_CACHE
     try:
-        info = os.stat(DPKG_STATUS)
-        key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+        key = _stat_key(DPKG_STATUS)
     except OSError:
         key = None
     if key is not None and _load(cache_path) == {"clean_at": key}:
@@ -227,11 +232,6 @@ def _md5(path):
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _stat_key(path):
-    info = os.stat(path)
-    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
 
 
 def dpkg_verify(module, names, cache_path=None):

@@ -114,9 +114,10 @@ def read_together(kube, resources, selector, field_selector):
             continue
         placed = {resource: [] for resource in todo}
         for item in listed.get("items") or []:
-            if resource_of(item) not in placed:
+            resource = resource_of(item)
+            if resource not in placed:
                 return None
-            placed[resource_of(item)].append(slim(item))
+            placed[resource].append(slim(item))
         found.update((r, {"served": True, "error": "", "items": items}) for r, items in placed.items())
         break
     return found
