@@ -7,7 +7,11 @@ functions return.
 
 import os
 import re
+import selectors
+import subprocess
 import time
+
+from ansible.module_utils.basic import AnsibleModule
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -41,6 +45,58 @@ def run(module, argv, timeout=60, data=None):
     if os.path.isabs(argv[0]) and not os.path.exists(argv[0]):
         return None, "", f"{argv[0]}: no such file"
     return module.run_command(["timeout", str(timeout), *argv], data=data, check_rc=False)
+
+
+class NodeModule(AnsibleModule):
+    """AnsibleModule whose ``run_command(argv, data=..)`` does not lose a second at the end of a command.
+
+    ansible-core's loop asks twice whether the command has ended: once with the pipes, once without.
+    When it ends between the two questions, the loop selects on no pipes at all and waits out its one-
+    second timeout. Under ``timeout`` (``run`` below) the command ends a moment after closing its pipes,
+    and the lab measured the lost second in 1 of 30 to 75 commands, 1 to 3 s of a no-op run. Anything but a
+    plain argv (a shell string, check_rc, cwd, other keywords) still goes to ansible-core's run_command.
+    """
+
+    def run_command(self, args, check_rc=False, data=None, **kwargs):
+        if kwargs or check_rc or isinstance(args, (str, bytes)):
+            return super().run_command(args, check_rc=check_rc, data=data, **kwargs)
+        # as ansible-core does: its environment update, ~ and $VARS expanded in each argument
+        env = dict(os.environ, **(self.run_command_environ_update or {}))
+        argv = [os.path.expanduser(os.path.expandvars(str(arg))) for arg in args if arg is not None]
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if data else None, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env, close_fds=True)
+        except OSError as err:
+            self.fail_json(rc=err.errno, stdout="", stderr="", msg=f"Error executing command: {err}",
+                           cmd=" ".join(argv))
+        if data:
+            proc.stdin.write(data if isinstance(data, bytes) else (data + "\n").encode("utf-8", "surrogateescape"))
+            proc.stdin.close()
+        out, err = drain(proc, selectors.PollSelector())
+        return (proc.returncode, out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape"))
+
+
+def drain(proc, selector):
+    """``(stdout, stderr)`` bytes of ``proc`` once both pipes are closed, or once it has ended and nothing
+    arrived for a second (a process it started in the background may hold them open); then waits for it."""
+    chunks = {proc.stdout: [], proc.stderr: []}
+    with selector:
+        for pipe in chunks:
+            selector.register(pipe, selectors.EVENT_READ)
+        while selector.get_map():
+            events = selector.select(1)
+            if not events and proc.poll() is not None:
+                break
+            for key, _ in events:
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    chunks[key.fileobj].append(chunk)
+                else:
+                    selector.unregister(key.fileobj)
+    proc.wait()
+    for pipe in chunks:
+        pipe.close()
+    return b"".join(chunks[proc.stdout]), b"".join(chunks[proc.stderr])
 
 
 def version_of(text):

@@ -126,14 +126,14 @@ gpus:
     pci_bus_id: {description: PCI address., type: str}
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402  (module docs come first)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import FILES  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_state import installed  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = NodeModule(
         argument_spec={
             "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
             "lspci_path": {"type": "str", "default": "lspci"},

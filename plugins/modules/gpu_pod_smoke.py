@@ -109,15 +109,15 @@ deleted:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402  (Ansible modules keep DOCUMENTATION first)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_pod_live import run_pod_smoke  # noqa: E402
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = NodeModule(
         argument_spec={
             "node_name": {"type": "str", "required": True},
             "stacks": {"type": "list", "elements": "str", "default": []},

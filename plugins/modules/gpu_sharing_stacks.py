@@ -134,12 +134,12 @@ ansible_facts:
 
 import os  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objects  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.dra import served_groups  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noqa: E402
     CLIENT_ARGS,
     Kubectl,
@@ -378,7 +378,7 @@ def _slim(plan):
 
 
 def main():
-    module = AnsibleModule(
+    module = NodeModule(
         argument_spec={
             **CLIENT_ARGS,
             "settings": {"type": "dict", "required": True},

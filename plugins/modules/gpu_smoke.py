@@ -97,14 +97,14 @@ cleanup:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402  (Ansible modules keep DOCUMENTATION first)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import run_engine_smoke  # noqa: E402
 
 
 def main() -> None:
-    module = AnsibleModule(
+    module = NodeModule(
         argument_spec={
             "engine": {"type": "str", "required": True, "choices": list(smoke.ENGINES)},
             "mode": {"type": "str", "default": "legacy", "choices": list(smoke.MODES)},

@@ -117,9 +117,9 @@ msg:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import pods_using  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
 
 
@@ -129,7 +129,7 @@ def _pods(kube, node, namespace=None, selector=None):
 
 
 def main():
-    module = AnsibleModule(
+    module = NodeModule(
         argument_spec={
             **CLIENT_ARGS,
             "node": {"type": "str", "required": True},

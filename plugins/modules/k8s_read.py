@@ -79,9 +79,9 @@ import contextlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import slim  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl, not_served  # noqa: E402
 
 
@@ -150,7 +150,7 @@ def read(kube, resources, raw, selector, field_selector=""):
 
 
 def main():
-    module = AnsibleModule(
+    module = NodeModule(
         argument_spec={
             **CLIENT_ARGS,
             "resources": {"type": "list", "elements": "str", "default": []},

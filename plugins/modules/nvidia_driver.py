@@ -249,7 +249,6 @@ import os  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, pkghealth  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state as state  # noqa: E402
@@ -270,6 +269,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # n
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather as gather_gpus  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
 
 INPUTS = ("source", "existing", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
@@ -869,7 +869,7 @@ def _summary(run, reboot):
 
 
 def main():
-    module = AnsibleModule(
+    module = NodeModule(
         argument_spec={
             "source": {"type": "str", "default": "distro", "choices": list(SOURCES)},
             "existing": {"type": "str", "default": "auto", "choices": list(EXISTING)},
