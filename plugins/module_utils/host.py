@@ -70,8 +70,11 @@ class NodeModule(AnsibleModule):
             self.fail_json(rc=err.errno, stdout="", stderr="", msg=f"Error executing command: {err}",
                            cmd=" ".join(argv))
         if data:
-            proc.stdin.write(data if isinstance(data, bytes) else (data + "\n").encode("utf-8", "surrogateescape"))
-            proc.stdin.close()
+            try:
+                proc.stdin.write(data if isinstance(data, bytes) else (data + "\n").encode("utf-8", "surrogateescape"))
+                proc.stdin.close()
+            except BrokenPipeError:  # it ended without reading all of it: its exit code and output say why
+                pass
         out, err = drain(proc, selectors.PollSelector())
         return (proc.returncode, out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape"))
 

@@ -81,3 +81,8 @@ def test_drain_ends_when_both_pipes_are_closed_whatever_poll_says():
     assert host.drain(proc, selector) == (b"out", b"err")
     # the data and both ends of file arrive in the first select; none follows on pipes already closed
     assert selector.selects <= 2 and proc.stdout.closed and proc.stderr.closed
+
+
+def test_a_command_that_does_not_read_its_input_answers_with_its_own_exit_code():
+    rc, out, _ = node_module().run_command(["sh", "-c", "exec 0<&-; echo closed; exit 4"], data="x" * 1_000_000)
+    assert (rc, out) == (4, "closed\n")
