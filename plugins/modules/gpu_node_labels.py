@@ -103,7 +103,6 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION, labels_plan  # noqa: E402
 
@@ -229,7 +228,7 @@ def words(inventory_host, result):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             **CLIENT_ARGS,
             "nodes": {"type": "dict", "required": True},

@@ -151,7 +151,6 @@ import urllib.request  # noqa: E402
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host, smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import run_engine_smoke  # noqa: E402
 
 NVIDIA_VENDOR = "0x10de"
@@ -251,7 +250,7 @@ def scheduler_network(params):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             "gpu_node": {"type": "bool", "default": False},
             "control_plane": {"type": "bool", "default": False},

@@ -139,7 +139,6 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objec
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.dra import served_groups  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noqa: E402
     CLIENT_ARGS,
     Kubectl,
@@ -378,7 +377,7 @@ def _slim(plan):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             **CLIENT_ARGS,
             "settings": {"type": "dict", "required": True},

@@ -178,7 +178,6 @@ import urllib.request  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (  # noqa: E402
     systemd_exec_start_files,
 )
@@ -541,7 +540,7 @@ def _health(argv, plan):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             "kubernetes_version": {"type": "str", "default": ""},
             "style": {"type": "str", "default": "auto", "choices": ["auto", "kubeadm", "systemd"]},

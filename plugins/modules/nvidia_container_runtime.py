@@ -155,7 +155,6 @@ import time  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, change, devices, host, runtime  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime_plan  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import (  # noqa: E402
     binary_state,
@@ -364,7 +363,7 @@ def _remove_stale(module, p, stale):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             "engine": {"type": "str", "default": "auto", "choices": ["auto", *runtime.RUNTIMES]},
             "kubernetes_version": {"type": "str", "required": True},

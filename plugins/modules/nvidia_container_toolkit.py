@@ -132,7 +132,6 @@ from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, pkghealth, toolkit  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.toolkit import toolkit_plan  # noqa: E402
 
 CONCERN = "nvidia_container_toolkit"
@@ -542,7 +541,7 @@ def package_diff(plan, observed):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             "version": {"type": "str", "required": True},
             "nvidia_docker2_version": {"type": "str", "default": "2.14.0"},

@@ -269,7 +269,6 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # n
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather as gather_gpus  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
 
 INPUTS = ("source", "existing", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
@@ -869,7 +868,7 @@ def _summary(run, reboot):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             "source": {"type": "str", "default": "distro", "choices": list(SOURCES)},
             "existing": {"type": "str", "default": "auto", "choices": list(EXISTING)},

@@ -113,7 +113,6 @@ import shlex  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, mig  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 
 MUTATING = ("-mig", "--gpu-reset", "-cgi", "-cci", "-dci", "-dgi")
 
@@ -224,7 +223,7 @@ def render(module, p, result):
 
 
 def main():
-    module = NodeModule(
+    module = host.NodeModule(
         argument_spec={
             "layout": {"type": "raw", "default": ""},
             "strategy": {"type": "str", "choices": list(mig.STRATEGIES), "default": "none"},

@@ -507,7 +507,7 @@ def root(tmp_path, monkeypatch):
 
 def run_module(monkeypatch, node, check_mode=False, **params) -> dict:
     fake = FakeModule(node, params, check_mode)
-    monkeypatch.setattr(module_under_test, "NodeModule", lambda **spec: fake)
+    monkeypatch.setattr(module_under_test.host, "NodeModule", lambda **spec: fake)
     with pytest.raises(Exit) as done:
         module_under_test.main()
     return {**done.value.result, "warnings": fake.warnings}
@@ -717,7 +717,7 @@ def test_a_foreign_broken_package_is_left_alone_and_named(root, monkeypatch):
     monkeypatch.setattr(node, "__call__", with_foreign)
     fake = FakeModule(node, {})
     fake.run_command = lambda argv, data=None, check_rc=False: with_foreign(list(argv[2:]))
-    monkeypatch.setattr(module_under_test, "NodeModule", lambda **spec: fake)
+    monkeypatch.setattr(module_under_test.host, "NodeModule", lambda **spec: fake)
     with pytest.raises(Exit) as done:
         module_under_test.main()
     result = done.value.result
