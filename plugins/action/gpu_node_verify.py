@@ -40,8 +40,9 @@ class ActionModule(ActionBase):
             return dict(result, **probe)
         try:
             answer = verify.api_answer(judge["api"], judge["api_host"] or "")
+            smoke = verify.pod_smoke_answer(judge["pod_smoke"], settings.get("node_name"))
             row = verify.verify_host(settings, judge["states"] or {}, probe.get("observed") or {}, answer,
-                                     (task_vars or {}).get("kgn_run_failure"), judge["pod_smoke"])
+                                     (task_vars or {}).get("kgn_run_failure"), smoke)
         except KgnError as err:
             raise AnsibleActionFail(f"gpu_node_verify: {err}") from None
         # the one change verify can make: the engine smoke pulled its image

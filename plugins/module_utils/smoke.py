@@ -551,3 +551,27 @@ def host_from_state(driver_state):
             for i, g in enumerate(gpu.get("gpus") or []) if isinstance(g, dict)] if answered else []
     return {"listed": answered, "gpus": gpus, "error": "" if answered else "nvidia-smi did not answer on the node",
             "pci_gpus": 0, "smi_found": answered, "present": bool(gpu.get("gpu_present")) or bool(gpus)}
+
+
+def pod_smoke_batches(requests):
+    """The pod smokes of a play's GPU nodes grouped into one gpu_pod_smoke call per API server: ``requests`` holds
+    each node's (the gpu_node_verify role's, from its own variables) ``{target: kube_api's {host, delegate_to,
+    kubeconfig, where}, namespace, kubectl, request_timeout, node: {node_name, ...}}``; the nodes that share all but
+    ``node`` go into one batch ``{host, delegate_to, kubeconfig, where, namespace, kubectl, request_timeout,
+    nodes}``, in the order first seen."""
+    if not isinstance(requests, (list, tuple)):
+        raise KgnError(f"pod_smoke_batches: the requests must be a list, got {type(requests).__name__}")
+    batches = []
+    for request in requests:
+        if not isinstance(request, dict) or not isinstance(request.get("target"), dict) or \
+                not isinstance(request.get("node"), dict) or not request["node"].get("node_name"):
+            raise KgnError(f"pod_smoke_batches: each request needs a target and a node with its node_name, got "
+                           f"{request!r}")
+        common = dict(request["target"], **{key: request.get(key) for key in ("namespace", "kubectl",
+                                                                              "request_timeout")})
+        batch = next((b for b in batches if b["common"] == common), None)
+        if batch is None:
+            batch = {"common": common, "nodes": []}
+            batches.append(batch)
+        batch["nodes"].append(dict(request["node"]))
+    return [dict(b["common"], nodes=b["nodes"]) for b in batches]

@@ -19,6 +19,8 @@ GRACE = 2
 LEASE_STALE = 60
 TAIL = 2000
 POD_RANK = {"failed": 3, "no_gpu": 2, "ok": 1, "skipped": 0}
+# What each node of a smoke may set for itself (the module's one-node options, or an entry of its ``nodes``).
+NODE_KEYS = ("node_name", "stacks", "host", "resource_api", "limits", "schedulers", "image", "tolerations", "timeout")
 
 
 def _json(text):
@@ -38,7 +40,7 @@ def _kinds(specs):
 
 
 def delete(api, p, selector, specs):
-    """Delete the smoke objects of the node and wait for them to go: ``(ok, error)``."""
+    """Delete the smoke objects of the nodes and wait for them to go: ``(ok, error)``."""
     rc, out, err = api(["delete", _kinds(specs), "-n", p["namespace"], "-l", selector,
                                        "--ignore-not-found", "--wait=true", "--timeout=60s"])
     return rc == 0, "" if rc == 0 else _words(rc, out, err)
@@ -50,15 +52,22 @@ def read_pods(api, p, selector):
 
 
 def remaining(api, p, selector, specs):
-    """The names of the node's smoke objects still in the API (None when the API did not answer)."""
+    """The names of the nodes' smoke objects still in the API (None when the API did not answer)."""
     rc, out, _ = api(["get", _kinds(specs), "-n", p["namespace"], "-l", selector, "--output=name"])
     return [line for line in out.splitlines() if line.strip()] if rc == 0 else None
 
 
-def events_of(api, p, name):
-    rc, out, _ = api(["get", "events", "-n", p["namespace"], "--field-selector",
-                                     f"involvedObject.kind=Pod,involvedObject.name={name}", "--output=json"])
-    return _json(out).get("items") or [] if rc == 0 else []
+def events_of(api, p, names):
+    """The events of the pods ``names``, by pod: one pod, asked by name; several, one list of the namespace's pod
+    events (one call, not one per pod)."""
+    fields = "involvedObject.kind=Pod" + (f",involvedObject.name={names[0]}" if len(names) == 1 else "")
+    rc, out, _ = api(["get", "events", "-n", p["namespace"], "--field-selector", fields, "--output=json"])
+    found = {name: [] for name in names}
+    for event in (_json(out).get("items") or []) if rc == 0 else []:
+        name = (event.get("involvedObject") or {}).get("name") if len(names) > 1 else names[0]
+        if name in found:
+            found[name].append(event)
+    return found
 
 
 def log_of(api, p, name):
@@ -106,18 +115,15 @@ def _unscheduled(pod, condition=False):
     return spec.get("schedulerName") in (None, "", "default-scheduler")
 
 
-def run_pod_smoke(module, p, api):
-    """The pod smoke of one GPU node (the gpu_pod_smoke module's options in ``p``); ``api(args, data=None)`` answers
-    ``(rc, stdout, stderr)`` for kubectl's arguments: the one way to the API server, passed in. Returns the
-    module's result."""
-    where = f"kubectl on {p['api_host']}" if p["api_host"] else "kubectl on the control machine"
-    base = {"node_name": p["node_name"], "api_host": p["api_host"], "pods": [], "deleted": True}
-    catalog = stack_catalog(p["stacks"])
-    specs = [smoke_pod.pod_spec(name, entry, p["limits"].get(name), p.get("resource_api") or "")
+def _prepare(node, p, check_mode):
+    """One node's pods (``{node, specs, unready, view, present, resources}``), or its result when none is to run."""
+    base = {"node_name": node["node_name"], "api_host": p["api_host"], "pods": [], "deleted": True}
+    catalog = stack_catalog(node["stacks"])
+    specs = [smoke_pod.pod_spec(name, entry, (node.get("limits") or {}).get(name), node.get("resource_api") or "")
              for name, entry in catalog.items()]
     if not specs:
         return dict(base, status="skipped", summary="skipped: no GPU-sharing stack on this node")
-    if module.check_mode:
+    if check_mode:
         return dict(base, status="skipped", summary="skipped: a check-mode run creates no pod")
     # a DRA stack's pod asks for its GPU through a claim in the cluster's resource.k8s.io version: unknown, no pod
     unready = [dict(stack=s["stack"], status="skipped", cause="", lifecycle=[],
@@ -127,24 +133,87 @@ def run_pod_smoke(module, p, api):
     if not specs:
         return dict(base, status="skipped", pods=unready, summary="; ".join(f"{e['stack']}: {e['summary']}"
                                                                             for e in unready))
-    view = p["host"] or None
-    host_present = bool((view or {}).get("present", True))
-    resources = sorted({r for s in specs for r in s["limits"]})
-    selector = smoke_pod.pod_selector(p["node_name"])
-    ok, error = delete(api, p, selector, specs)  # a leftover of an interrupted run
+    view = node.get("host") or None
+    return {"base": base, "node": node, "specs": specs, "unready": unready, "view": view,
+            "present": bool((view or {}).get("present", True)), "resources": sorted({r for s in specs
+                                                                                    for r in s["limits"]})}
+
+
+def _created(rc, out, err, names):
+    """Per pod name, why it was not created ("" when it was): ``kubectl create`` of a List creates what it can, prints
+    ``pod/<name>`` for each and an error line for each other."""
+    if rc == 0:
+        return {name: "" for name in names}
+    made = {line.strip().split("/", 1)[-1] for line in out.splitlines() if line.strip()}
+    lines = [line for line in (err or "").splitlines() if line.strip()]
+    return {name: "" if name in made else next((line[:300] for line in lines if name in line),
+                                                  _words(rc, out, err)) for name in names}
+
+
+def run_pod_smoke(module, p, api):
+    """The pod smoke of one GPU node (the gpu_pod_smoke module's one-node options in ``p``): run_pod_smokes' result
+    for that node."""
+    node = {key: p.get(key) for key in NODE_KEYS}
+    return run_pod_smokes(module, p, [node], api)["nodes"][p["node_name"]]
+
+
+def run_pod_smokes(module, p, nodes, api):
+    """The pod smokes of ``nodes`` (each ``{node_name, stacks, host, resource_api, limits, schedulers, image,
+    tolerations, timeout}``, what it lacks from ``p``, the module's options), all at once through one API host: the
+    pods of every node are created together, watched with one read per poll and deleted together, so a fleet's
+    smoke takes about as long as one node's. ``api(args, data=None)`` answers ``(rc, stdout, stderr)`` for
+    kubectl's arguments: the one way to the API server, passed in. Returns ``{status, summary, deleted, nodes:
+    {node_name: the node's result}}``."""
+    where = f"kubectl on {p['api_host']}" if p["api_host"] else "kubectl on the control machine"
+    nodes = [dict({key: p.get(key) for key in NODE_KEYS if key != "node_name"}, **{k: v for k, v in n.items()
+                                                                                  if v is not None})
+             for n in nodes]
+    results, runs = {}, []
+    for node in nodes:
+        prepared = _prepare(node, p, module.check_mode)
+        if "specs" in prepared:
+            runs.append(prepared)
+        else:
+            results[node["node_name"]] = prepared
+    if runs:
+        results.update(_run(p, runs, api, where))
+    return _overall({name: results[name] for name in (n["node_name"] for n in nodes)})
+
+
+def _overall(results):
+    worst = max((r["status"] for r in results.values()), key=POD_RANK.get, default="skipped")
+    return {"status": worst, "deleted": all(r["deleted"] for r in results.values()), "nodes": results,
+            "summary": "; ".join(f"{name}: {r['summary']}" for name, r in results.items())}
+
+
+def _run(p, runs, api, where):
+    """Create, watch, judge and delete the pods of ``runs`` (_prepare's); their results by node name."""
+    specs = [s for run in runs for s in run["specs"]]
+    values = sorted({smoke_pod.label_value(run["node"]["node_name"]) for run in runs})
+    selector = (smoke_pod.pod_selector(runs[0]["node"]["node_name"]) if len(values) == 1 else
+                f"{smoke_pod.LABEL}=pod,{smoke_pod.NODE_LABEL} in ({','.join(values)})")
+    ok, error = delete(api, p, selector, specs)  # leftovers of an interrupted run
     if not ok:
-        return dict(base, status="skipped", summary=f"skipped: no API ({where}): {error}")
+        return {run["node"]["node_name"]: dict(run["base"], status="skipped", summary=f"skipped: no API ({where}): "
+                                                                                      f"{error}") for run in runs}
     started = time.time()
-    pods = []
-    for spec in specs:
-        objects = smoke_pod.pod_objects(p["node_name"], spec, p["image"], p["namespace"],
-                                        smoke_pod.scheduler_name(spec["stack"], p["schedulers"]), p["tolerations"],
-                                        p["timeout"])
-        rc, out, err = api(["create", "-f", "-", "--output=name"],
-                           data=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-        pods.append({"stack": spec["stack"], "spec": spec, "name": objects[-1]["metadata"]["name"],
-                     "create_error": "" if rc == 0 else _words(rc, out, err),
-                     "lifecycle": [{"t": round(time.time() - started, 1), "what": "created"}] if rc == 0 else []})
+    objects, pods = [], []
+    for run in runs:
+        node = run["node"]
+        for spec in run["specs"]:
+            made = smoke_pod.pod_objects(node["node_name"], spec, node["image"], p["namespace"],
+                                         smoke_pod.scheduler_name(spec["stack"], node["schedulers"] or {}),
+                                         node["tolerations"], node["timeout"])
+            objects += made
+            pods.append({"stack": spec["stack"], "spec": spec, "run": run, "name": made[-1]["metadata"]["name"],
+                         "lifecycle": []})
+    rc, out, err = api(["create", "-f", "-", "--output=name"],
+                       data=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    errors = _created(rc, out, err, [e["name"] for e in pods])
+    for entry in pods:
+        entry["create_error"] = errors[entry["name"]]
+        if not entry["create_error"]:
+            entry["lifecycle"].append({"t": round(time.time() - started, 1), "what": "created"})
     last, seen, held = {}, {}, None
     while True:
         current = read_pods(api, p, selector) or {}
@@ -157,44 +226,55 @@ def run_pod_smoke(module, p, api):
                 if moment != seen.get(entry["name"]):
                     seen[entry["name"]] = moment
                     entry["lifecycle"].append(dict(moment, t=now))
-        waiting = [last[e["name"]] for e in pods
-                   if not (e["create_error"] or smoke_pod.pod_done(last.get(e["name"]), host_present, resources))]
+        elapsed = time.time() - started
+        # a pod is waited for until it is done or its node's timeout passed
+        waiting = [e for e in pods if not (e["create_error"] or elapsed >= e["run"]["node"]["timeout"] or smoke_pod.
+                                           pod_done(last.get(e["name"]), e["run"]["present"], e["run"]["resources"]))]
         done = not waiting
-        if waiting and time.time() - started >= GRACE and all(_unscheduled(o, condition=True) for o in waiting):
+        if waiting and elapsed >= GRACE and all(_unscheduled(last.get(e["name"]), condition=True) for e in waiting):
             # no scheduler has acted on any of them: when none holds the default scheduler's lease, none will
             held = lease(api) if held is None else held
             done = not held or (held.get("renewed_ago") or 0) > LEASE_STALE
-        left = p["timeout"] - (time.time() - started)
-        if done or left <= 0:
+        if done:
             break
-        time.sleep(min(POLL, left))  # the wait ends at the timeout, not up to a poll later
+        left = max(e["run"]["node"]["timeout"] for e in waiting) - elapsed
+        time.sleep(max(0, min(POLL, left)))  # the wait ends at the timeout, not up to a poll later
     waited = time.time() - started
+    made = [e["name"] for e in pods if last.get(e["name"]) is not None and not e["create_error"]]
+    events = events_of(api, p, made) if made else {}
     for entry in pods:
         obj = last.get(entry["name"]) if not entry["create_error"] else None
-        events = events_of(api, p, entry["name"]) if obj is not None else []
         ran = obj is not None and (smoke_pod.pod_phase(obj) in ("Succeeded", "Failed") or any(
             "terminated" in (s.get("state") or {}) for s in (obj.get("status") or {}).get("containerStatuses") or []))
         log = log_of(api, p, entry["name"]) if ran else ""
         unscheduled = _unscheduled(obj)
         if unscheduled and held is None:
             held = lease(api)
-        judged = smoke_pod.judge_pod(obj, entry["spec"], events, log, view, waited, p["timeout"],
+        run = entry.pop("run")
+        judged = smoke_pod.judge_pod(obj, entry["spec"], events.get(entry["name"], []), log, run["view"],
+                                     min(waited, run["node"]["timeout"]), run["node"]["timeout"],
                                      held if unscheduled else None, entry["create_error"])
-        entry.update(judged, log=log[-TAIL:], events=smoke_pod.event_texts(events)[-10:])
+        entry.update(judged, log=log[-TAIL:], events=smoke_pod.event_texts(events.get(entry["name"], []))[-10:])
         entry.pop("spec")
         entry.pop("create_error")
+        run["base"]["pods"].append(entry)
     ok, error = delete(api, p, selector, specs)
     left = remaining(api, p, selector, specs)
-    deleted = ok and left == []
     end = round(time.time() - started, 1)
-    for entry in pods:
-        entry["lifecycle"].append({"t": end, "what": "deleted" if deleted else f"not deleted: {error}"})
-    pods += unready
-    status = max((e["status"] for e in pods), key=POD_RANK.get)
-    summary = "; ".join(f"{e['stack']}: {e['summary']}" for e in pods)
-    if not deleted:
-        status = "failed"
-        summary += f"; the smoke pods could not be deleted ({error or ', '.join(left or []) or 'no answer'})"
-    return dict(base, status=status, summary=summary, pods=pods, deleted=deleted,
-                cause="" if deleted else "pod_not_deleted")
-
+    results = {}
+    for run in runs:
+        names = {e["name"] for e in run["base"]["pods"]}
+        mine = [name for name in left or [] if name.split("/", 1)[-1] in names]
+        deleted = ok and left is not None and not mine
+        pods_ = run["base"]["pods"]
+        for entry in pods_:
+            entry["lifecycle"].append({"t": end, "what": "deleted" if deleted else f"not deleted: {error}"})
+        pods_ += run["unready"]
+        status = max((e["status"] for e in pods_), key=POD_RANK.get)
+        summary = "; ".join(f"{e['stack']}: {e['summary']}" for e in pods_)
+        if not deleted:
+            status = "failed"
+            summary += f"; the smoke pods could not be deleted ({error or ', '.join(mine) or 'no answer'})"
+        results[run["node"]["node_name"]] = dict(run["base"], status=status, summary=summary, pods=pods_,
+                                                 deleted=deleted, cause="" if deleted else "pod_not_deleted")
+    return results

@@ -422,6 +422,25 @@ def api_answer(answers, api_host):
     return None
 
 
+def pod_smoke_answer(smokes, node_name):
+    """The pod smoke result of ``node_name`` out of a gpu_pod_smoke result (one node's, or ``nodes``'), or out of the
+    register of a gpu_pod_smoke task looped over batches of nodes (``item.nodes`` names each); a batch that failed
+    or whose API host was unreachable answers as itself (no status: the smoke did not run); None when no batch
+    had the node."""
+    if not smokes:
+        return None
+    if not isinstance(smokes, dict):
+        raise KgnError("the pod smoke must be a gpu_pod_smoke result or its looped register")
+    if "results" not in smokes:
+        return (smokes.get("nodes") or {}).get(node_name) if "nodes" in smokes else smokes
+    for answer in smokes["results"]:
+        item = answer.get("item") if isinstance(answer, dict) else None
+        names = [n.get("node_name") for n in (item or {}).get("nodes") or [] if isinstance(n, dict)]
+        if node_name in names and not answer.get("skipped"):
+            return (answer.get("nodes") or {}).get(node_name) if "nodes" in answer else answer
+    return None
+
+
 def settings_from_vars(host, host_vars, groups, check_mode=False):
     """The verify settings of a host that stopped before the verify play, from its inventory variables: the
     gpu_node_verify_* ones when the inventory sets them, else the contract's, else the defaults of

@@ -47,7 +47,9 @@ options:
     type: str
     default: ""
   pod_smoke:
-    description: The gpu_pod_smoke module's result for this node (action plugin); none when it did not run.
+    description:
+      - The gpu_pod_smoke module's result (action plugin), or the register of a gpu_pod_smoke task looped over batches
+        of nodes; this node's entry is judged. None when it did not run.
     type: raw
   engine_smoke:
     description:

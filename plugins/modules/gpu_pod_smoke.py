@@ -18,6 +18,9 @@ description:
     scheduler acting on it).
   - The pods (and claim templates) are deleted afterwards, also on failure; leftovers of an interrupted run are
     deleted first (label C(kube-gpu-nodes.io/smoke-node=<node>)).
+  - With O(nodes), the smokes of many nodes of one cluster run at once (their pods are created together, watched
+    with one read per poll and deleted together). The gpu_node_verify role runs one call per API server for the
+    play's GPU nodes.
   - Every API call goes through the project's one API client (plugins/module_utils/kube.py, C(Kubectl)).
   - An API server that does not answer is not a failure of the node, the result is V(skipped) with kubectl's words.
     Check mode creates no pod (skipped). Reports no change (what it creates, it deletes).
@@ -25,9 +28,26 @@ extends_documentation_fragment:
   - kgn.gpu_nodes.kubectl
 options:
   node_name:
-    description: The node's name in the API.
+    description: The node's name in the API (one node; O(nodes) for several). One of O(node_name) and O(nodes).
     type: str
-    required: true
+  nodes:
+    description:
+      - The nodes whose smokes run together, each with its own O(node_name), and, where it differs from the options
+        of this call, O(stacks), O(host), O(resource_api), O(limits), O(schedulers), O(image), O(tolerations) and
+        O(timeout). O(driver_state) is not taken per node (pass O(host), the filter
+        P(kgn.gpu_nodes.pod_smoke_host#filter) of the node's driver state).
+    type: list
+    elements: dict
+    suboptions:
+      node_name: {description: The node's name in the API., type: str, required: true}
+      stacks: {description: The node's stacks (default O(stacks))., type: list, elements: str}
+      host: {description: What the node's nvidia-smi showed (default O(host))., type: dict}
+      resource_api: {description: As O(resource_api), for this node., type: str}
+      limits: {description: As O(limits), for this node., type: dict}
+      schedulers: {description: As O(schedulers), for this node., type: dict}
+      image: {description: As O(image), for this node., type: str}
+      tolerations: {description: As O(tolerations), for this node., type: list, elements: dict}
+      timeout: {description: As O(timeout), for this node., type: int}
   stacks:
     description: The node's GPU-sharing stacks (one pod each).
     type: list
@@ -86,22 +106,35 @@ EXAMPLES = r"""
     node_name: gpu-1
     stacks: [nvidia_device_plugin]
   delegate_to: cp1
+
+- name: Run the pod smokes of two GPU nodes at once
+  kgn.gpu_nodes.gpu_pod_smoke:
+    stacks: [nvidia_device_plugin]
+    nodes:
+      - node_name: gpu-1
+      - node_name: gpu-2
+        stacks: [nvidia_device_plugin, hami]
+  delegate_to: cp1
 """
 
 RETURN = r"""
 status:
-  description: V(ok), V(no_gpu), V(failed) or V(skipped) (the worst of the pods).
+  description: V(ok), V(no_gpu), V(failed) or V(skipped) (the worst of the pods; with O(nodes), of every node's).
   returned: always
   type: str
 summary:
-  description: One line per stack, what its pod saw or why it did not run.
+  description: One line per stack, what its pod saw or why it did not run (with O(nodes), per node).
   returned: always
   type: str
+nodes:
+  description: With O(nodes), each node's result (V(status), V(summary), V(pods), V(deleted), V(cause)) by its name.
+  returned: with O(nodes)
+  type: dict
 pods:
   description: >-
     Per stack, stack, name, status, cause, summary, phase, lifecycle (what was seen when, seconds from the start:
     created, each phase and condition change, deleted), log (its tail) and events.
-  returned: always
+  returned: with O(node_name)
   type: list
 deleted:
   description: Whether every smoke pod is gone from the API at the end.
@@ -113,13 +146,29 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke  # noqa
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_pod_live import run_pod_smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_pod_live import (  # noqa: E402
+    run_pod_smoke,
+    run_pod_smokes,
+)
+
+NODE_SPEC = {
+    "node_name": {"type": "str", "required": True},
+    "stacks": {"type": "list", "elements": "str"},
+    "host": {"type": "dict"},
+    "resource_api": {"type": "str"},
+    "limits": {"type": "dict"},
+    "schedulers": {"type": "dict"},
+    "image": {"type": "str"},
+    "tolerations": {"type": "list", "elements": "dict"},
+    "timeout": {"type": "int"},
+}
 
 
 def main() -> None:
     module = NodeModule(
         argument_spec={
-            "node_name": {"type": "str", "required": True},
+            "node_name": {"type": "str"},
+            "nodes": {"type": "list", "elements": "dict", "options": NODE_SPEC},
             "stacks": {"type": "list", "elements": "str", "default": []},
             "host": {"type": "dict", "default": {}},
             "driver_state": {"type": "dict", "default": {}},
@@ -133,13 +182,18 @@ def main() -> None:
             "timeout": {"type": "int", "default": 180},
             **CLIENT_ARGS,
         },
+        mutually_exclusive=[("node_name", "nodes")],
+        required_one_of=[("node_name", "nodes")],
         supports_check_mode=True,
     )
     p = dict(module.params)
     p["host"] = p["host"] or smoke.host_from_state(p["driver_state"])
     client = Kubectl(module)
     try:
-        result = run_pod_smoke(module, p, client.run)
+        if p["nodes"] is None:
+            result = run_pod_smoke(module, p, client.run)
+        else:
+            result = run_pod_smokes(module, p, p["nodes"], client.run)
     except KgnError as err:
         module.fail_json(msg=str(err))
     module.exit_json(changed=False, **result)

@@ -32,8 +32,8 @@ def smoke(tmp_path, rules, check=False, **args):
     folder = tmp_path / "bin"
     base = {"node_name": "gpu-1", "stacks": ["nvidia_device_plugin"], "kubectl": str(install(folder, rules)),
             "kubeconfig": "/fake/admin.conf", "api_host": "cp1", "timeout": 3}
-    return run_module("gpu_pod_smoke", {**base, **args}, check=check), [c["argv"] for c in calls(folder)], \
-        calls(folder)
+    args = {key: value for key, value in {**base, **args}.items() if value is not None}  # None: the option left out
+    return run_module("gpu_pod_smoke", args, check=check), [c["argv"] for c in calls(folder)], calls(folder)
 
 
 def rules(pods, events=(), log="", remaining=""):
@@ -172,3 +172,50 @@ def test_a_dra_node_whose_resource_api_is_not_recorded_is_skipped_with_the_reaso
     result, argvs, _ = smoke(tmp_path, rules([[]]), stacks=["nvidia_dra"])
     assert result["status"] == "skipped" and argvs == []
     assert "resource.k8s.io version is not recorded" in result["summary"]
+
+
+NAME2 = "kgn-gpu-smoke-nvidia-device-plugin-gpu-2"
+
+
+def test_the_smokes_of_several_nodes_run_at_once_with_one_create_one_read_per_poll_and_one_delete(tmp_path):
+    done1 = pod({"phase": "Succeeded"}, nodeName="gpu-1")
+    stuck = pod({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                      "reason": "Unschedulable",
+                                                      "message": "0/2 nodes are available: 1 Insufficient "
+                                                                 "nvidia.com/gpu."}]})
+    stuck["metadata"]["name"] = NAME2
+    steps = rules([[done1, stuck]], log=log_text(H100_L))
+    steps[1] = {"match": ["create"], "answers": [answer(f"pod/{NAME}\npod/{NAME2}\n")]}
+    result, argvs, logged = smoke(tmp_path, steps, node_name=None, timeout=60,
+                                  nodes=[{"node_name": "gpu-1", "host": H100_HOST},
+                                         {"node_name": "gpu-2", "host": NO_GPU_HOST}])
+    assert set(result["nodes"]) == {"gpu-1", "gpu-2"} and result["status"] == "no_gpu" and result["deleted"]
+    assert result["nodes"]["gpu-1"]["status"] == "ok" and result["nodes"]["gpu-2"]["status"] == "no_gpu"
+    assert result["summary"].startswith("gpu-1: nvidia_device_plugin: Succeeded")
+    selector = "kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/smoke-node in (gpu-1,gpu-2)"
+    # one create with both pods, one read (nothing left to wait for), one events list, both deleted together
+    assert [a[0] for a in argvs].count("create") == 1
+    sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"]
+    assert [o["metadata"]["labels"]["kube-gpu-nodes.io/smoke-node"] for o in sent] == ["gpu-1", "gpu-2"]
+    assert argvs.count(["get", "pods", "-n", "default", "-l", selector, "--output=json"]) == 1
+    assert [a for a in argvs if a[:2] == ["get", "events"]] == [
+        ["get", "events", "-n", "default", "--field-selector", "involvedObject.kind=Pod", "--output=json"]]
+    assert [a[-4] for a in argvs if a[0] == "delete"] == [selector, selector]
+
+
+def test_a_pod_of_one_node_the_api_refuses_fails_that_node_only(tmp_path):
+    done2 = pod({"phase": "Succeeded"}, nodeName="gpu-2")
+    done2["metadata"]["name"] = NAME2
+    steps = rules([[done2]], log=log_text(H100_L))
+    steps[1] = {"match": ["create"], "answers": [answer(f"pod/{NAME2}\n", rc=1, stderr=(
+        f'Error from server (Forbidden): error when creating "STDIN": pods "{NAME}" is forbidden: exceeded quota'))]}
+    result, _, _ = smoke(tmp_path, steps, node_name=None, nodes=[{"node_name": "gpu-1"},
+                                                                 {"node_name": "gpu-2", "host": H100_HOST}])
+    one, two = result["nodes"]["gpu-1"], result["nodes"]["gpu-2"]
+    assert one["pods"][0]["cause"] == "pod_create_failed" and "exceeded quota" in one["summary"]
+    assert two["status"] == "ok", two
+
+
+def test_node_name_and_nodes_are_one_or_the_other(tmp_path):
+    result, argvs, _ = smoke(tmp_path, rules([[]]), nodes=[{"node_name": "gpu-2"}])
+    assert result["status"] == "FAILED!" and "mutually exclusive: node_name|nodes" in result["msg"] and argvs == []

@@ -554,3 +554,22 @@ def test_the_pod_smoke_compares_with_the_gpus_the_driver_module_recorded():
     silent = smoke.host_from_state({"live": {"nvidia_smi": {"answered": False}, "gpu": {"gpu_present": True}}})
     assert silent["present"] and not silent["listed"] and silent["gpus"] == []
     assert smoke.host_from_state({}) == {} and smoke.host_from_state(None) == {}
+
+
+def test_the_pod_smokes_of_a_play_are_grouped_per_api_server_and_namespace():
+    cp1 = {"host": "cp1", "delegate_to": "cp1", "kubeconfig": "/etc/kubernetes/admin.conf", "where": "cp1"}
+    cp2 = dict(cp1, host="cp2", delegate_to="cp2", where="cp2")
+    common = {"namespace": "default", "kubectl": "kubectl", "request_timeout": 5}
+    requests = [dict(common, target=cp1, node={"node_name": "gpu1"}),
+                dict(common, target=cp2, node={"node_name": "gpu2"}),
+                dict(common, target=cp1, node={"node_name": "gpu3", "stacks": ["hami"]}),
+                dict(common, target=cp1, namespace="gpu", node={"node_name": "gpu4"})]
+    batches = smoke.pod_smoke_batches(requests)
+    assert [(b["host"], b["namespace"], [n["node_name"] for n in b["nodes"]]) for b in batches] == [
+        ("cp1", "default", ["gpu1", "gpu3"]), ("cp2", "default", ["gpu2"]), ("cp1", "gpu", ["gpu4"])]
+    assert batches[0]["delegate_to"] == "cp1" and batches[0]["nodes"][1]["stacks"] == ["hami"]
+    assert smoke.pod_smoke_batches([]) == []
+    with pytest.raises(KgnError, match="each request needs a target and a node with its node_name"):
+        smoke.pod_smoke_batches([dict(common, target=cp1, node={})])
+    with pytest.raises(KgnError, match="must be a list"):
+        smoke.pod_smoke_batches("gpu1")

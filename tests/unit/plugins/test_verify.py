@@ -144,6 +144,25 @@ def test_the_api_answer_of_the_hosts_api_server_is_picked_from_the_looped_read()
     assert verify.api_answer(looped, "cp3") is None and verify.api_answer(None, "cp1") is None
 
 
+def test_the_pod_smoke_of_the_node_is_picked_from_the_batches_of_its_play():
+    ok = {"status": "ok", "summary": "nvidia_device_plugin: Succeeded"}
+    looped = {"results": [
+        {"item": {"host": "cp1", "nodes": [{"node_name": "gpu1"}, {"node_name": "gpu2"}]}, "status": "ok",
+         "nodes": {"gpu1": ok, "gpu2": dict(ok, status="failed")}},
+        {"item": {"host": "cp2", "nodes": [{"node_name": "gpu3"}]}, "unreachable": True, "msg": "ssh: timed out"}]}
+    assert verify.pod_smoke_answer(looped, "gpu1") == ok
+    assert verify.pod_smoke_answer(looped, "gpu2")["status"] == "failed"
+    # an unreachable API host answers as itself: no status, so the node's smoke did not run
+    unreached = verify.pod_smoke_answer(looped, "gpu3")
+    assert unreached["unreachable"] and verify.verify_observed(None, {}, pod_smoke=unreached)["smoke"]["pod"] is None
+    assert verify.pod_smoke_answer(looped, "gpu4") is None and verify.pod_smoke_answer(None, "gpu1") is None
+    # a task Ansible skipped (no batch: a check-mode run, no GPU node with stacks) and a one-node result
+    assert verify.pod_smoke_answer({"results": [], "skipped": True}, "gpu1") is None
+    assert verify.pod_smoke_answer(ok, "gpu1") == ok
+    with pytest.raises(KgnError, match="looped register"):
+        verify.pod_smoke_answer(["gpu1"], "gpu1")
+
+
 def test_a_host_that_stopped_is_judged_from_its_inventory_and_facts():
     """The settings of a host the verify play never reached mirror the role's defaults (roles/gpu_node_verify)."""
     defaults = yaml.safe_load((ROOT / "roles/gpu_node_verify/defaults/main.yml").read_text())
