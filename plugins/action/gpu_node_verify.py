@@ -26,7 +26,10 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = dict(self._task.args)
+        # Taken out of the task's own arguments, not a copy: ansible-core sends the task's templated arguments back
+        # to the controller with every result, and these grow with the fleet (the API's answer and the pod smoke's
+        # results of every node), which made the controller's memory and time grow with the square of it.
+        args = self._task.args
         judge = {key: _plain(args.pop(key, None)) for key in JUDGED}
         settings = judge["settings"]
         if settings is not None:
