@@ -37,7 +37,7 @@ class ActionModule(ActionBase):
                 args.update(verify.probe_args(settings, judge["states"] or {}))
             except KgnError as err:
                 raise AnsibleActionFail(f"gpu_node_verify: {err}") from None
-        probe = self._execute_module(module_name="kgn.gpu_nodes.gpu_node_verify", module_args=args,
+        probe = self._execute_module(module_name="kgn.gpu_nodes.gpu_node_verify", module_args=dict(args),
                                      task_vars=task_vars)
         if probe.get("failed") or settings is None:
             return dict(result, **probe)

@@ -144,7 +144,7 @@ def _created(rc, out, err, names):
     ``pod/<name>`` for each and an error line for each other."""
     if rc == 0:
         return {name: "" for name in names}
-    made = {line.strip().split("/", 1)[-1] for line in out.splitlines() if line.strip()}
+    made = {line.strip()[len("pod/"):] for line in out.splitlines() if line.strip().startswith("pod/")}
     lines = [line for line in (err or "").splitlines() if line.strip()]
     return {name: "" if name in made else next((line[:300] for line in lines if name in line),
                                                   _words(rc, out, err)) for name in names}
