@@ -34,9 +34,11 @@ def slopes(result: dict) -> str:
     wide = [r for r in warm if r["n"] >= 4]
     noop_runs, span = (wide, "N >= 4") if len(wide) >= 2 else (warm, "all warm runs; fewer than two with N >= 4")
     noop = slope([(r["n"], r["noop"]["wall_s"]) for r in noop_runs])
+    again = slope([(r["n"], r["noop_again"]["wall_s"]) for r in noop_runs if "noop_again" in r])
     converge = slope([(r["n"], r["converge"]["wall_s"]) for r in warm])
-    return (f"No-op slope ({span}): {noop} s per additional GPU node; "
-            f"first-converge slope: {converge} s per additional GPU node.")
+    return (f"No-op slope ({span}): {noop} s per additional GPU node"
+            + (f" ({again} s for the second no-op)" if again is not None else "")
+            + f"; first-converge slope: {converge} s per additional GPU node.")
 
 
 def table(result: dict) -> str:
@@ -46,11 +48,12 @@ def table(result: dict) -> str:
         f"Python {m['python']}, {m['ansible']}.",
         "",
         "| N GPU nodes | cache | converge wall (s) | converge CPU (s) | converge changed | no-op wall (s) | "
-        "no-op CPU (s) | no-op changed | peak RSS (MiB) | tasks per GPU node, no-op (run + skipped) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "no-op CPU (s) | no-op changed | second no-op wall (s) | peak RSS (MiB) | "
+        "tasks per GPU node, no-op (run + skipped) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
-        c, n = run["converge"], run["noop"]
+        c, n, again = run["converge"], run["noop"], run.get("noop_again") or {}
         recap = {h: v for h, v in n.get("recap", {}).items() if h.startswith("kgn-bench-gpu-")}
         counts = [f"{recap[h].get('ok', 0)} + {recap[h].get('skipped', 0)}" for h in sorted(recap)]
         # run_once tasks count on the first node only (Ansible runs them there, for all)
@@ -59,7 +62,8 @@ def table(result: dict) -> str:
         rows.append(
             f"| {run['n']} | {'cold' if run['cold'] else 'warm'} | {c['wall_s']} | {c['cpu_s']} | "
             f"{c['changed_total']} | "
-            f"{n['wall_s']} | {n['cpu_s']} | {n['changed_total']} | {max(c['peak_rss_mib'], n['peak_rss_mib'])} | "
+            f"{n['wall_s']} | {n['cpu_s']} | {n['changed_total']} | {again.get('wall_s', '-')} | "
+            f"{max(c['peak_rss_mib'], n['peak_rss_mib'], again.get('peak_rss_mib', 0))} | "
             f"{max(per_node) if per_node else '-'} |"
         )
     rows += ["", slopes(result)]

@@ -43,7 +43,7 @@ class ActionModule(ActionBase):
             return dict(result, **probe)
         try:
             answer = verify.api_answer(judge["api"], judge["api_host"] or "")
-            smoke = verify.pod_smoke_answer(judge["pod_smoke"], settings.get("node_name"))
+            smoke = verify.pod_smoke_answer(judge["pod_smoke"], settings.get("node_name"), judge["api_host"] or "")
             row = verify.verify_host(settings, judge["states"] or {}, probe.get("observed") or {}, answer,
                                      (task_vars or {}).get("kgn_run_failure"), smoke)
         except KgnError as err:

@@ -422,11 +422,12 @@ def api_answer(answers, api_host):
     return None
 
 
-def pod_smoke_answer(smokes, node_name):
+def pod_smoke_answer(smokes, node_name, api_host=None):
     """The pod smoke result of ``node_name`` out of a gpu_pod_smoke result (one node's, or ``nodes``'), or out of the
-    register of a gpu_pod_smoke task looped over batches of nodes (``item.nodes`` names each); a batch that failed
-    or whose API host was unreachable answers as itself (no status: the smoke did not run); None when no batch
-    had the node."""
+    register of a gpu_pod_smoke task looped over batches of nodes (``item.nodes`` names each, ``item.host`` their API
+    host: with ``api_host``, only that API server's batch, since two clusters may have nodes of the same name); a
+    batch that failed or whose API host was unreachable answers as itself (no status: the smoke did not run); None
+    when no batch had the node."""
     if not smokes:
         return None
     if not isinstance(smokes, dict):
@@ -436,6 +437,8 @@ def pod_smoke_answer(smokes, node_name):
     for answer in smokes["results"]:
         item = answer.get("item") if isinstance(answer, dict) else None
         names = [n.get("node_name") for n in (item or {}).get("nodes") or [] if isinstance(n, dict)]
+        if api_host is not None and ((item or {}).get("host") or "") != api_host:
+            continue
         if node_name in names and not answer.get("skipped"):
             return (answer.get("nodes") or {}).get(node_name) if "nodes" in answer else answer
     return None

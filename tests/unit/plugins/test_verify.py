@@ -156,6 +156,13 @@ def test_the_pod_smoke_of_the_node_is_picked_from_the_batches_of_its_play():
     unreached = verify.pod_smoke_answer(looped, "gpu3")
     assert unreached["unreachable"] and verify.verify_observed(None, {}, pod_smoke=unreached)["smoke"]["pod"] is None
     assert verify.pod_smoke_answer(looped, "gpu4") is None and verify.pod_smoke_answer(None, "gpu1") is None
+    # two clusters may have nodes of the same name: the host's own API server's batch answers
+    same_name = {"results": [dict(looped["results"][0], item={"host": "cp1", "nodes": [{"node_name": "gpu1"}]}),
+                             {"item": {"host": "cp2", "nodes": [{"node_name": "gpu1"}]}, "nodes": {"gpu1": {
+                                 "status": "failed", "summary": "x"}}}]}
+    assert verify.pod_smoke_answer(same_name, "gpu1", "cp2")["status"] == "failed"
+    assert verify.pod_smoke_answer(same_name, "gpu1", "cp1") == ok
+    assert verify.pod_smoke_answer(same_name, "gpu1", "cp3") is None
     # a task Ansible skipped (no batch: a check-mode run, no GPU node with stacks) and a one-node result
     assert verify.pod_smoke_answer({"results": [], "skipped": True}, "gpu1") is None
     assert verify.pod_smoke_answer(ok, "gpu1") == ok
