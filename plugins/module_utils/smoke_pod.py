@@ -79,8 +79,10 @@ def pod_name(node, stack):
     return _dns_label(f"{NAME}-{stack.replace('_', '-')}-{node}")
 
 
-def pod_selector(node):
-    return f"{LABEL}=pod,{NODE_LABEL}={label_value(node)}"
+def pod_selector(*nodes):
+    """The label selector of the smoke pods of ``nodes``: equality for one node, a set for several."""
+    values = sorted({label_value(node) for node in nodes})
+    return f"{LABEL}=pod,{NODE_LABEL}" + (f"={values[0]}" if len(values) == 1 else f" in ({','.join(values)})")
 
 
 def pod_objects(node, spec, image, namespace="default", scheduler_name="", tolerations=None, deadline=300):

@@ -189,9 +189,7 @@ def _overall(results):
 def _run(p, runs, api, where):
     """Create, watch, judge and delete the pods of ``runs`` (_prepare's); their results by node name."""
     specs = [s for run in runs for s in run["specs"]]
-    values = sorted({smoke_pod.label_value(run["node"]["node_name"]) for run in runs})
-    selector = (smoke_pod.pod_selector(runs[0]["node"]["node_name"]) if len(values) == 1 else
-                f"{smoke_pod.LABEL}=pod,{smoke_pod.NODE_LABEL} in ({','.join(values)})")
+    selector = smoke_pod.pod_selector(*(run["node"]["node_name"] for run in runs))
     ok, error = delete(api, p, selector, specs)  # leftovers of an interrupted run
     if not ok:
         return {run["node"]["node_name"]: dict(run["base"], status="skipped", summary=f"skipped: no API ({where}): "
@@ -263,10 +261,10 @@ def _run(p, runs, api, where):
     end = round(time.time() - started, 1)
     results = {}
     for run in runs:
-        names = {e["name"] for e in run["base"]["pods"]}
+        pods_ = run["base"]["pods"]
+        names = {e["name"] for e in pods_}
         mine = [name for name in left or [] if name.split("/", 1)[-1] in names]
         deleted = ok and left is not None and not mine
-        pods_ = run["base"]["pods"]
         for entry in pods_:
             entry["lifecycle"].append({"t": end, "what": "deleted" if deleted else f"not deleted: {error}"})
         pods_ += run["unready"]

@@ -328,6 +328,8 @@ def test_the_pod_is_pinned_through_the_scheduler_and_asks_for_the_stacks_resourc
     assert pod["spec"]["containers"][0]["resources"] == {"limits": {"aliyun.com/gpu-mem": "1"}}
     assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["activeDeadlineSeconds"] == 120
     assert pod["spec"]["tolerations"] == tolerations and "schedulerName" not in pod["spec"]
+    assert smoke_pod.pod_selector("gpu-2", "gpu-1", "gpu-2") == \
+        "kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/smoke-node in (gpu-1,gpu-2)"
     assert smoke_pod.pod_selector("kgn-gpu-docker") == \
         "kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/smoke-node=kgn-gpu-docker"
 
