@@ -64,6 +64,10 @@ def remove_bench_nodes() -> None:
     if vols:
         subprocess.run(["docker", "volume", "rm", "-f", *vols], capture_output=True, check=True)
     shutil.rmtree(CACHE / "apt" / "bench", ignore_errors=True)
+    # The facts the last bench recorded for nodes of the same name (ansible.cfg: a two-hour jsonfile cache): a fresh
+    # node starts without them, or the lab's gathering is skipped and the converge starts from another node's state.
+    for cached in (TOP / ".cache" / "facts").glob(f"*{NODE_PREFIX}*"):
+        cached.unlink()
 
 
 def write_inventory(folder: Path, n: int) -> list[str]:

@@ -41,8 +41,9 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
     control_plane = groups.get("kube_control_plane", [])
     gpu_nodes = groups.get("gpu_nodes", [])
     inventory_hosts = set(groups.get("all", [])) | set(control_plane) | set(gpu_nodes)
-    for host in sorted(set(control_plane) | set(gpu_nodes)):
-        hv = hostvars[host]
+    # Each host read once: Ansible builds every variable of a host (its cached facts decoded and copied) per read.
+    read = {host: hostvars[host] for host in sorted(set(control_plane) | set(gpu_nodes))}
+    for host, hv in read.items():
         names = list(hv.keys())
         try:
             variables = {name: hv[name] for name in names if name in contract.CONTRACT}
@@ -63,8 +64,8 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
     # nobody can give kube-scheduler an extender (a managed control plane), unless a second, in-cluster
     # kube-scheduler carries the extenders (gpu_sharing_stacks_secondary_scheduler, a cluster-wide setting
     # read from the first GPU node; auto = no kube_control_plane hosts).
-    stacks_by_node = {host: hostvars[host].get("gpu_sharing_stacks") or [] for host in gpu_nodes}
-    setting = hostvars[gpu_nodes[0]].get("gpu_sharing_stacks_secondary_scheduler", "auto") if gpu_nodes else "auto"
+    stacks_by_node = {host: read[host].get("gpu_sharing_stacks") or [] for host in gpu_nodes}
+    setting = read[gpu_nodes[0]].get("gpu_sharing_stacks_secondary_scheduler", "auto") if gpu_nodes else "auto"
     try:
         secondary = stacks.secondary_scheduler(setting, control_plane)
     except KgnError as exc:
@@ -72,17 +73,17 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
         secondary = False
     problems.extend(stacks.stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane),
                                           secondary_scheduler=secondary))
-    problems.extend(_dra_problems(hostvars, stacks_by_node))
+    problems.extend(_dra_problems(read, stacks_by_node))
     return _merge_hosts(list(dict.fromkeys(problems)), sorted(set(control_plane) | set(gpu_nodes)))
 
 
-def _dra_problems(hostvars, stacks_by_node: dict) -> list[str]:
+def _dra_problems(read: dict, stacks_by_node: dict) -> list[str]:
     """nvidia_dra's refusals per GPU node (Kubernetes version, CDI in the runtime), before any host is touched."""
     problems = []
     for host, chosen in stacks_by_node.items():
         if "nvidia_dra" not in (chosen or []):
             continue
-        hv = hostvars[host]
+        hv = read[host]
         observed = hv.get("kgn_observed_container_runtime")
         try:
             decided = runtime.runtime_mode({"mode": hv.get("nvidia_container_runtime_mode", "auto"),

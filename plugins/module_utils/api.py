@@ -39,7 +39,7 @@ def slim(item: dict) -> dict:
 _NOT_A_CLUSTER = ("all", "ungrouped", "gpu_nodes", "kube_control_plane")
 
 
-def api_host(host: object, groups: object, hostvars: object) -> str:
+def api_host(host: object, groups: object, hostvars: object, kube_api_host: object = None) -> str:
     """The inventory host that runs kubectl for ``host``'s cluster, or "" when there is none.
 
     The one rule every role uses: the host's own ``kube_api_host`` when set; else a kube_control_plane
@@ -48,6 +48,10 @@ def api_host(host: object, groups: object, hostvars: object) -> str:
     cluster's control plane; the first control-plane host of that group in kube_control_plane order);
     else the first kube_control_plane host; else "" (a managed control plane: kubectl runs on the control
     machine with the inventory's kube_api_kubeconfig).
+
+    ``kube_api_host``: the host's own kube_api_host as its play sees it ("" = not set), given by a caller that has
+    it; None reads it from ``hostvars``. Ansible builds every variable of a host, its facts decoded and copied, for
+    each ``hostvars[host]``, so a role passes its own value rather than have it read back.
     """
     name = "api_host"
     if not isinstance(host, str) or not host:
@@ -57,9 +61,11 @@ def api_host(host: object, groups: object, hostvars: object) -> str:
                        f"got {type(groups).__name__}")
     if not hasattr(hostvars, "get"):
         raise KgnError(f"{name}: hostvars must be the magic variable hostvars, got {type(hostvars).__name__}")
-    # Ansible's hostvars answers .get() of a host outside the inventory with an undefined value, not None
-    own = hostvars[host] if host in hostvars else {}  # noqa: SIM401
-    chosen = own.get("kube_api_host") if hasattr(own, "get") else None
+    if kube_api_host is None:
+        # Ansible's hostvars answers .get() of a host outside the inventory with an undefined value, not None
+        own = hostvars[host] if host in hostvars else {}  # noqa: SIM401
+        kube_api_host = own.get("kube_api_host") if hasattr(own, "get") else None
+    chosen = kube_api_host
     if chosen not in (None, ""):
         if not isinstance(chosen, str):
             raise KgnError(f"{name}: kube_api_host of {host} is {chosen!r}; set it to an inventory host name "

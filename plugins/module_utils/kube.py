@@ -43,17 +43,19 @@ def kube_api(host_name, groups, hostvars, api_host_name=None, kubeconfig=None):
 
     ``host`` is the API host (``api_host_name`` when given, e.g. a role's ``<role>_api_host``, else the contract
     rule of api.api_host); "" means the control machine (a managed control plane: no control-plane host in the
-    inventory), so ``delegate_to`` is ``localhost`` then. ``kubeconfig``: the one given, else the host's
-    kube_api_kubeconfig, else DEFAULT_KUBECONFIG.
+    inventory), so ``delegate_to`` is ``localhost`` then. ``kubeconfig``: the one given; "" is DEFAULT_KUBECONFIG
+    (a role's ``<role>_kubeconfig`` defaults to the host's kube_api_kubeconfig, else ""); None reads the host's
+    kube_api_kubeconfig from ``hostvars``, else DEFAULT_KUBECONFIG. Given both, nothing is read from ``hostvars``.
     """
     if api_host_name is None:
         api_host_name = api_host(host_name, groups, hostvars)
     if not isinstance(api_host_name, str):
         raise KgnError(f"kube_api: the API host of {host_name} must be an inventory host name or \"\", "
                        f"got {api_host_name!r}")
-    if not kubeconfig:
+    if kubeconfig is None:
         own = hostvars[host_name] if host_name in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
-        kubeconfig = (own.get("kube_api_kubeconfig") if hasattr(own, "get") else None) or DEFAULT_KUBECONFIG
+        kubeconfig = own.get("kube_api_kubeconfig") if hasattr(own, "get") else None
+    kubeconfig = kubeconfig or DEFAULT_KUBECONFIG
     if not isinstance(kubeconfig, str):
         raise KgnError(f"kube_api: kube_api_kubeconfig of {host_name} must be a path, got {kubeconfig!r}")
     return {"host": api_host_name, "delegate_to": api_host_name or "localhost", "kubeconfig": kubeconfig,
@@ -67,10 +69,14 @@ def kube_api_targets(hosts, groups, hostvars, role=""):
         raise KgnError(f"kube_api_targets: hosts must be a list of inventory host names, got {hosts!r}")
     targets = []
     for name in hosts:
+        # one read of each host (a hostvars[name] builds all its variables)
         own = hostvars[name] if name in hostvars else {}  # noqa: SIM401 (Ansible's hostvars)
-        chosen = own.get(f"{role}_api_host") if role and hasattr(own, "get") else None
-        config = own.get(f"{role}_kubeconfig") if role and hasattr(own, "get") else None
-        target = kube_api(name, groups, hostvars, chosen, config or None)
+        own = own if hasattr(own, "get") else {}
+        chosen = own.get(f"{role}_api_host") if role else None
+        if chosen is None:
+            chosen = api_host(name, groups, hostvars, own.get("kube_api_host") or "")
+        config = (own.get(f"{role}_kubeconfig") if role else None) or own.get("kube_api_kubeconfig") or ""
+        target = kube_api(name, groups, hostvars, chosen, config)
         if target not in targets:
             targets.append(target)
     return targets

@@ -128,7 +128,6 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, pkghealth, toolkit  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
@@ -296,6 +295,9 @@ def live_state(module, plan, binary):
 
 def fetch(module, url):
     """The bytes at ``url``, downloaded on the node (file:// URLs too: urllib's file handler)."""
+    # imported here: a run that downloads nothing (every run after the first) spares loading it
+    from ansible.module_utils.urls import fetch_url
+
     resp, info = fetch_url(module, url, timeout=30)
     if resp is None or (info.get("status") != 200 and not url.startswith("file:")):
         raise Failed(f"downloading {url} failed: {info.get('msg') or info.get('status')}")

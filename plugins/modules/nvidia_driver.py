@@ -242,6 +242,13 @@ gpu:
   description: GPU facts (the gpu_facts module's answer, or the injected O(gpu_facts)).
   returned: always
   type: dict
+ansible_facts:
+  description:
+    - C(kgn_observed_nvidia_driver) (RV(observed)) and C(kgn_state_nvidia_driver) (RV(plan); RV(live) with C(gpu)
+      and C(reboot_required); C(changed), C(check_mode), C(repaired); C(changes), what the run installed or would,
+      with apt's download and disk numbers).
+  returned: when not rendering and not observe_only
+  type: dict
 """
 
 import glob  # noqa: E402
@@ -249,7 +256,6 @@ import os  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 
-from ansible.module_utils.urls import fetch_url  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, pkghealth  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state as state  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as gpu_smi  # noqa: E402
@@ -538,6 +544,9 @@ class Run:
             self.did(f"fetched {self.plan['cuda_repo_key_url']} into {ring['path']}")
             if self.check:
                 return
+            # imported here: a run that downloads nothing (every run after the first) spares loading it
+            from ansible.module_utils.urls import fetch_url
+
             resp, info = fetch_url(self.module, self.plan["cuda_repo_key_url"], timeout=60)
             if info.get("status") != 200 or resp is None:
                 raise Failed(f"NVIDIA's CUDA repository key {self.plan['cuda_repo_key_url']} answered "
@@ -858,6 +867,16 @@ def live_state(module, plan, observed, run, gpu_facts):
 # --- main ---------------------------------------------------------------------------------------------------
 
 
+def install_words(run, plan):
+    """What the run installed (or in check mode would), with apt's download and disk numbers: the state's
+    ``changes``, which the role prints and the report lists."""
+    if not plan.get("missing"):
+        return []
+    verb = "would install" if run.check else "installed"
+    sizes = " ".join(part for part in (run.download or "download size unknown", run.disk) if part)
+    return [f"{verb} {plan['version_package']}={plan['target']}: {sizes}"]
+
+
 def _summary(run, reboot):
     lines = list(run.actions) + [f"repair: {r}" for r in run.repaired]
     if run.download:
@@ -968,12 +987,15 @@ def main():
     if summary:
         diff.append(summary)
     host.say(module, repaired=[] if run.check else run.repaired)
+    # The role reads what it reports and whether it reboots from the facts, so it registers nothing (a registered
+    # result would keep this whole answer for every node until the run ends).
     module.exit_json(changed=run.changed, plan=plan, observed=observed, live=live, owned=owned,
                      repaired=run.repaired if not run.check else [], would_repair=run.repaired if run.check else [],
                      actions=run.actions, download=run.download, disk=run.disk, installs=run.installs,
                      reboot_required=reboot, gpu=gpu, diff=diff,
-                     ansible_facts=recorded("nvidia_driver", observed, plan, {**live, "gpu": gpu}, run.changed,
-                                            run.check, run.repaired))
+                     ansible_facts=recorded("nvidia_driver", observed, plan,
+                                            {**live, "gpu": gpu, "reboot_required": reboot}, run.changed,
+                                            run.check, run.repaired, changes=install_words(run, plan)))
 
 
 if __name__ == "__main__":

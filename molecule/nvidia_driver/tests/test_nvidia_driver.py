@@ -68,6 +68,8 @@ def test_missing_nvidia_smi_was_reinstalled_and_said_so(host):
     # side_effect.yml deleted /usr/bin/nvidia-smi: check mode said what it would repair and left it
     # missing; the run reinstalled the package at its installed version and listed it in `repaired`.
     report = json.loads(host.file("/var/log/kgn/nvidia_driver_repair.json").content_string)
+    # read from the role's record of each run (kgn_state_nvidia_driver): the check's and then the real run's
+    assert report["check_mode"] is True and report["check_mode_run"] is False, report
     assert report["check_changed"] is True and report["missing_after_check"] is True, report
     assert any("would reinstall nvidia-smi=" in line for line in report["check_would_repair"]), report
     assert report["changed"] is True and report["present_after_run"] is True, report

@@ -134,6 +134,42 @@ def test_kube_api_targets_are_each_api_server_once_with_a_roles_inventory_settin
                                                                ("cp-b", DEFAULT_KUBECONFIG)]
 
 
+class CountingHostvars(dict):
+    """Ansible's hostvars builds every variable of a host (its cached facts decoded and copied) on each read: count
+    the reads."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.reads = []
+
+    def __getitem__(self, host):
+        self.reads.append(host)
+        return super().__getitem__(host)
+
+
+def test_a_role_that_gives_its_own_values_reads_nothing_of_the_host_back():
+    hostvars = CountingHostvars({"gpu-a": {"kube_api_host": "cp-b", "kube_api_kubeconfig": "/a.conf"}})
+    assert api_host("gpu-a", GROUPS, hostvars, "") == "cp-a"  # the value the play sees wins over hostvars
+    assert api_host("gpu-a", GROUPS, hostvars, "cp-b") == "cp-b"
+    assert kube_api("gpu-a", GROUPS, hostvars, "cp-a", "")["kubeconfig"] == DEFAULT_KUBECONFIG
+    assert hostvars.reads == []
+    # not given: read from hostvars, as before
+    assert api_host("gpu-a", GROUPS, hostvars) == "cp-b"
+    assert kube_api("gpu-a", GROUPS, hostvars, "cp-b")["kubeconfig"] == "/a.conf"
+    assert hostvars.reads == ["gpu-a", "gpu-a"]
+    with pytest.raises(KgnError, match="kube_api_host of gpu-a"):
+        api_host("gpu-a", GROUPS, hostvars, ["cp-a"])
+
+
+def test_kube_api_targets_read_each_host_once():
+    hostvars = CountingHostvars({"gpu-a": {"kube_api_kubeconfig": "/a.conf"}, "gpu-b": {"kube_api_host": "cp-a"},
+                                 "cp-a": {}, "cp-b": {}})
+    targets = kube_api_targets(["gpu-a", "gpu-b", "cp-b"], GROUPS, hostvars, "gpu_node_verify")
+    assert [(t["host"], t["kubeconfig"]) for t in targets] == [("cp-a", "/a.conf"), ("cp-a", DEFAULT_KUBECONFIG),
+                                                               ("cp-b", DEFAULT_KUBECONFIG)]
+    assert sorted(hostvars.reads) == ["cp-b", "gpu-a", "gpu-b"]
+
+
 def test_a_control_planes_cluster_and_the_peers_that_failed_in_a_play():
     groups = dict(GROUPS, kube_control_plane=["cp-a", "cp-a2", "cp-b"], cluster_a=["cp-a", "cp-a2", "gpu-a"])
     assert cluster_members("cp-a2", groups) == ["cp-a", "cp-a2", "gpu-a"]

@@ -158,3 +158,23 @@ def test_hosts_with_picks_a_plays_hosts_by_a_variable_and_knows_no_hostvars_in_a
     assert hosts_with(["g1", "g2", "g3"], hostvars, "nvidia_mig_layout", False) == ["g2", "g3"]
     # the first play of a run is templated before Ansible defines hostvars: every host, the play's tasks decide
     assert hosts_with(["g1", "g2"], None, "nvidia_mig_layout") == ["g1", "g2"]
+
+
+def test_the_inventory_check_reads_each_host_once():
+    """Ansible builds every variable of a host (its cached facts decoded and copied) per hostvars[host]."""
+
+    class Counting(dict):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.reads = []
+
+        def __getitem__(self, host):
+            self.reads.append(host)
+            return super().__getitem__(host)
+
+    hostvars = Counting({"cp": {"kubernetes_version": "1.30.4"},
+                         "g1": {**GOOD, "gpu_sharing_stacks": ["nvidia_dra"], "kubernetes_version": "1.34.1"},
+                         "g2": GOOD})
+    groups = {"all": ["cp", "g1", "g2"], "kube_control_plane": ["cp"], "gpu_nodes": ["g1", "g2"]}
+    inventory_problems(groups, hostvars, _role_specs())
+    assert sorted(hostvars.reads) == ["cp", "g1", "g2"]

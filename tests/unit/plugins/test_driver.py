@@ -975,3 +975,16 @@ def test_a_kernel_still_without_the_module_after_the_install_is_built(quiet_node
     assert fake.commands("dkms") == [["dkms", "autoinstall", "-k", kernel]]
     assert f"built the NVIDIA module for kernel {kernel} (dkms autoinstall -k {kernel})" in run.actions
     assert run.plan["kernels"]["kernels"][0]["status"] == "ok"
+
+
+def test_what_a_run_installed_is_recorded_in_words_for_the_role_and_the_report():
+    class Run:
+        check, download, disk = False, "Need to get 207 MB of archives.", "After this operation, 688 MB will be used."
+
+    plan = {"missing": ["nvidia-driver=550.163.01-2"], "version_package": "nvidia-driver", "target": "550.163.01-2"}
+    assert mod.install_words(Run, plan) == [
+        "installed nvidia-driver=550.163.01-2: Need to get 207 MB of archives. After this operation, 688 MB will be "
+        "used."]
+    Run.check, Run.download, Run.disk = True, "", ""
+    assert mod.install_words(Run, plan) == ["would install nvidia-driver=550.163.01-2: download size unknown"]
+    assert mod.install_words(Run, dict(plan, missing=[])) == []  # nothing installed: no change to report

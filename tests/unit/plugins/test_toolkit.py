@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from ansible.module_utils import urls
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import pkghealth, toolkit
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import SECTIONS, host_plan
@@ -501,7 +502,8 @@ def root(tmp_path, monkeypatch):
         downloads.append(url)
         return io.BytesIO(served["key"]), {"status": None, "msg": "OK"}
 
-    monkeypatch.setattr(module_under_test, "fetch_url", fetch_url)
+    # the module imports fetch_url when it downloads (a run that downloads nothing does not load ansible's urls)
+    monkeypatch.setattr(urls, "fetch_url", fetch_url)
     return {"dir": tmp_path, "served": served, "downloads": downloads}
 
 
