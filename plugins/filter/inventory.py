@@ -7,6 +7,8 @@ range comes from the scheduler decisions and the stack names and conflicts from 
 
 from __future__ import annotations
 
+import json
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, dra, runtime, stacks
@@ -24,14 +26,19 @@ def _inputs(spec_doc) -> dict:
         ) from None
 
 
-def _input_value_problems(host: str, values: dict, options: dict) -> list[str]:
-    """Check the role inputs the inventory sets against the role's own argument spec (types, choices)."""
-    spec = {}
-    for name in values:
-        option = {k: v for k, v in options[name].items() if k in ("type", "choices", "elements", "options")}
-        spec[name] = option
-    result = ArgumentSpecValidator(spec).validate(values)
-    return [f"{host}: {err.msg if hasattr(err, 'msg') else err}" for err in result.errors]
+def _input_value_problems(host: str, values: dict, options: dict, seen: dict) -> list[str]:
+    """Check the role inputs the inventory sets against the role's own argument spec (types, choices).
+
+    ``seen`` keeps each answer by role and values: hosts that share their group_vars are checked once."""
+    key = (id(options), json.dumps(values, sort_keys=True, default=repr))
+    if key not in seen:
+        spec = {}
+        for name in values:
+            option = {k: v for k, v in options[name].items() if k in ("type", "choices", "elements", "options")}
+            spec[name] = option
+        result = ArgumentSpecValidator(spec).validate(values)
+        seen[key] = [err.msg if hasattr(err, "msg") else str(err) for err in result.errors]
+    return [f"{host}: {msg}" for msg in seen[key]]
 
 
 def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -> list[str]:
@@ -43,6 +50,7 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
     inventory_hosts = set(groups.get("all", [])) | set(control_plane) | set(gpu_nodes)
     # Each host read once: Ansible builds every variable of a host (its cached facts decoded and copied) per read.
     read = {host: hostvars[host] for host in sorted(set(control_plane) | set(gpu_nodes))}
+    seen: dict = {}
     for host, hv in read.items():
         names = list(hv.keys())
         try:
@@ -56,7 +64,7 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None) -
         for options in role_inputs.values():
             given = {name: hv[name] for name in names if name in options}
             if given:
-                typed = _input_value_problems(host, given, options)
+                typed = _input_value_problems(host, given, options, seen)
                 problems.extend(typed)
                 if not typed:
                     problems.extend(contract.input_problems(host, given))

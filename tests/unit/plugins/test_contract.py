@@ -178,3 +178,11 @@ def test_the_inventory_check_reads_each_host_once():
     groups = {"all": ["cp", "g1", "g2"], "kube_control_plane": ["cp"], "gpu_nodes": ["g1", "g2"]}
     inventory_problems(groups, hostvars, _role_specs())
     assert sorted(hostvars.reads) == ["cp", "g1", "g2"]
+
+
+def test_hosts_that_share_a_bad_role_input_are_each_named():
+    """Hosts with the same values are checked once (group_vars); each still gets the answer."""
+    bad = {**GOOD, "nvidia_driver_hold": "maybe"}
+    groups = {"all": ["g1", "g2", "g3"], "kube_control_plane": [], "gpu_nodes": ["g1", "g2", "g3"]}
+    found = inventory_problems(groups, {"g1": bad, "g2": bad, "g3": GOOD}, SPECS)
+    assert [line.split(":")[0] for line in found if "nvidia_driver_hold" in line] == ["g1", "g2"], found
