@@ -675,7 +675,7 @@ def execute(module, p, inputs, gpg):
         would_repair = [r["spec"] for r in plan["repair"]] + health["problems"]
         module.exit_json(changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=[],
                          would=work.done, would_repair=would_repair, diff=diff, health=health,
-                         ansible_facts=recorded(CONCERN, observed, plan, live, bool(work.done), True))
+                         ansible_facts=recorded(CONCERN, observed, plan, live, bool(work.done), True, would_repair))
 
     # what the node shows now, through the same plan: nothing may be left to do
     after = toolkit_plan(inputs, observe(module, inputs, plan["pkg_mgr"], gpg)) if work.done else plan

@@ -563,6 +563,9 @@ def test_apt_first_run_second_run_and_repair(root, monkeypatch):
     check = run_module(monkeypatch, node, check_mode=True)
     assert check["changed"] is True and changing(node) == []
     assert check["would_repair"] == ["nvidia-container-toolkit-base=1.17.8-1"]
+    # the record the role keeps (it registers nothing): check mode's would-repairs, as the driver's
+    recorded = check["ansible_facts"]["kgn_state_nvidia_container_toolkit"]
+    assert recorded["check_mode"] is True and recorded["repaired"] == check["would_repair"]
     assert check["live"]["binary"]["exists"] is False
     repaired = run_module(monkeypatch, node)
     assert repaired["changed"] is True
