@@ -18,6 +18,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import (
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG, kube_api, kube_api_targets
+from counting_hostvars import CountingHostvars
 
 NODE = {
     "metadata": {"name": "gpu-1", "labels": {"a": "1"}, "annotations": {"kube-gpu-nodes.io/managed-labels": "a"}},
@@ -132,19 +133,6 @@ def test_kube_api_targets_are_each_api_server_once_with_a_roles_inventory_settin
     targets = kube_api_targets(["gpu-a", "cp-a", "gpu-b", "cp-b"], GROUPS, hostvars, "gpu_node_verify")
     assert [(t["host"], t["kubeconfig"]) for t in targets] == [("cp-a", DEFAULT_KUBECONFIG), ("cp-b", "/b.conf"),
                                                                ("cp-b", DEFAULT_KUBECONFIG)]
-
-
-class CountingHostvars(dict):
-    """Ansible's hostvars builds every variable of a host (its cached facts decoded and copied) on each read: count
-    the reads."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.reads = []
-
-    def __getitem__(self, host):
-        self.reads.append(host)
-        return super().__getitem__(host)
 
 
 def test_a_role_that_gives_its_own_values_reads_nothing_of_the_host_back():

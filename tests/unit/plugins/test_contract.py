@@ -8,6 +8,7 @@ import pytest
 import yaml
 from ansible_collections.kgn.gpu_nodes.plugins.filter.inventory import inventory_problems
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract
+from counting_hostvars import CountingHostvars
 
 GOOD = {"kubernetes_version": "1.30.4", "gpu_sharing_stacks": ["nvidia_device_plugin"]}
 SPECS = {"nvidia_driver": {"argument_specs": {"main": {"options": {
@@ -162,19 +163,9 @@ def test_hosts_with_picks_a_plays_hosts_by_a_variable_and_knows_no_hostvars_in_a
 
 def test_the_inventory_check_reads_each_host_once():
     """Ansible builds every variable of a host (its cached facts decoded and copied) per hostvars[host]."""
-
-    class Counting(dict):
-        def __init__(self, *args):
-            super().__init__(*args)
-            self.reads = []
-
-        def __getitem__(self, host):
-            self.reads.append(host)
-            return super().__getitem__(host)
-
-    hostvars = Counting({"cp": {"kubernetes_version": "1.30.4"},
-                         "g1": {**GOOD, "gpu_sharing_stacks": ["nvidia_dra"], "kubernetes_version": "1.34.1"},
-                         "g2": GOOD})
+    hostvars = CountingHostvars({"cp": {"kubernetes_version": "1.30.4"},
+                                 "g1": {**GOOD, "gpu_sharing_stacks": ["nvidia_dra"], "kubernetes_version": "1.34.1"},
+                                 "g2": GOOD})
     groups = {"all": ["cp", "g1", "g2"], "kube_control_plane": ["cp"], "gpu_nodes": ["g1", "g2"]}
     inventory_problems(groups, hostvars, _role_specs())
     assert sorted(hostvars.reads) == ["cp", "g1", "g2"]
