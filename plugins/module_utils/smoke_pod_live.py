@@ -18,6 +18,8 @@ POLL = 1
 GRACE = 2
 LEASE_STALE = 60
 TAIL = 2000
+# After the delete of the smoke objects, one read per poll (a pod that ran stops within its 5 s grace period).
+DELETE_POLL = 0.5
 POD_RANK = {"failed": 3, "no_gpu": 2, "ok": 1, "skipped": 0}
 # What each node of a smoke may set for itself (the module's one-node options, or an entry of its ``nodes``).
 NODE_KEYS = ("node_name", "stacks", "host", "resource_api", "limits", "schedulers", "image", "tolerations", "timeout")
@@ -40,10 +42,24 @@ def _kinds(specs):
 
 
 def delete(api, p, selector, specs):
-    """Delete the smoke objects of the nodes and wait for them to go: ``(ok, error)``."""
-    rc, out, err = api(["delete", _kinds(specs), "-n", p["namespace"], "-l", selector,
-                                       "--ignore-not-found", "--wait=true", "--timeout=60s"])
-    return rc == 0, "" if rc == 0 else _words(rc, out, err)
+    """Delete the smoke objects of the nodes and wait up to ``p["delete_timeout"]`` seconds for them to go:
+    ``(ok, error, left)``, ``left`` the names still in the API (None when the delete or the last read got no
+    answer). One delete for all of them, then one read per poll until none is left: ``kubectl delete --wait``
+    would watch each object in turn, one round trip per pod of the fleet."""
+    timeout = p.get("delete_timeout", 60)
+    rc, out, err = api(["delete", _kinds(specs), "-n", p["namespace"], "-l", selector, "--ignore-not-found",
+                        "--wait=false"])
+    if rc != 0:
+        return False, _words(rc, out, err), None
+    deadline = time.time() + timeout
+    while True:
+        left = remaining(api, p, selector, specs)
+        if left == []:
+            return True, "", left
+        if time.time() >= deadline:
+            still = ", ".join(left) if left else "the API did not answer"
+            return False, f"still there {timeout} s after the delete: {still}", left
+        time.sleep(min(DELETE_POLL, max(0, deadline - time.time())))
 
 
 def read_pods(api, p, selector):
@@ -190,7 +206,7 @@ def _run(p, runs, api, where):
     """Create, watch, judge and delete the pods of ``runs`` (_prepare's); their results by node name."""
     specs = [s for run in runs for s in run["specs"]]
     selector = smoke_pod.pod_selector(*(run["node"]["node_name"] for run in runs))
-    ok, error = delete(api, p, selector, specs)  # leftovers of an interrupted run
+    ok, error, _ = delete(api, p, selector, specs)  # leftovers of an interrupted run
     if not ok:
         return {run["node"]["node_name"]: dict(run["base"], status="skipped", summary=f"skipped: no API ({where}): "
                                                                                       f"{error}") for run in runs}
@@ -256,8 +272,9 @@ def _run(p, runs, api, where):
         entry.pop("spec")
         entry.pop("create_error")
         run["base"]["pods"].append(entry)
-    ok, error = delete(api, p, selector, specs)
-    left = remaining(api, p, selector, specs)
+    ok, error, left = delete(api, p, selector, specs)
+    if left is None:  # the delete failed: what is left, if the API answers
+        left = remaining(api, p, selector, specs)
     end = round(time.time() - started, 1)
     results = {}
     for run in runs:

@@ -97,6 +97,12 @@ options:
     description: Seconds to wait for the pods.
     type: int
     default: 180
+  delete_timeout:
+    description:
+      - Seconds to wait for the smoke objects to go after their deletion (one delete for all of them, then one read
+        per poll). Objects still there then fail their node's smoke (C(pod_not_deleted)).
+    type: int
+    default: 60
 author: kube-gpu-nodes
 """
 
@@ -180,6 +186,7 @@ def main() -> None:
             "tolerations": {"type": "list", "elements": "dict",
                             "default": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
             "timeout": {"type": "int", "default": 180},
+            "delete_timeout": {"type": "int", "default": 60},
             **CLIENT_ARGS,
         },
         mutually_exclusive=[("node_name", "nodes")],

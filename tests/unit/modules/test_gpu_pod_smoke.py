@@ -61,9 +61,10 @@ def test_a_pod_that_succeeds_and_shows_the_hosts_gpu_is_ok_and_deleted(tmp_path)
     sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"][-1]
     assert sent["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert sent["metadata"]["labels"]["kube-gpu-nodes.io/smoke-node"] == "gpu-1"
-    assert next(a for a in argvs if a[0] == "delete")[-4:] == ["kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/"
+    # one delete, then one read per poll until nothing is left (not a watch per object)
+    assert next(a for a in argvs if a[0] == "delete")[-3:] == ["kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/"
                                                                "smoke-node=gpu-1", "--ignore-not-found",
-                                                               "--wait=true", "--timeout=60s"]
+                                                               "--wait=false"]
 
 
 def test_a_pod_no_scheduler_acts_on_is_reported_with_the_lease_and_deleted(tmp_path):
@@ -140,9 +141,13 @@ def test_a_pod_the_api_refuses_is_named_and_check_mode_creates_nothing(tmp_path)
 
 def test_a_pod_left_in_the_api_fails_the_smoke(tmp_path):
     done = pod({"phase": "Succeeded"}, nodeName="gpu-1")
-    result, _, _ = smoke(tmp_path, rules([[done]], log=log_text(H100_L), remaining=f"pod/{NAME}\n"), host=H100_HOST)
+    steps = rules([[done]], log=log_text(H100_L))
+    steps[2] = {"match": ["get", "--output=name"], "answers": [answer(""), answer(f"pod/{NAME}\n")]}  # none before
+    result, argvs, _ = smoke(tmp_path, steps, host=H100_HOST, delete_timeout=1)
     assert result["status"] == "failed" and result["deleted"] is False and result["cause"] == "pod_not_deleted"
-    assert result["summary"].endswith(f"the smoke pods could not be deleted (pod/{NAME})")
+    assert result["summary"].endswith(f"the smoke pods could not be deleted (still there 1 s after the delete: "
+                                      f"pod/{NAME})")
+    assert [a[0] for a in argvs].count("delete") == 2 and [a[0] for a in argvs].count("get") >= 4  # read per poll
 
 
 DRA_NAME = "kgn-gpu-smoke-nvidia-dra-gpu-1"
@@ -200,7 +205,7 @@ def test_the_smokes_of_several_nodes_run_at_once_with_one_create_one_read_per_po
     assert argvs.count(["get", "pods", "-n", "default", "-l", selector, "--output=json"]) == 1
     assert [a for a in argvs if a[:2] == ["get", "events"]] == [
         ["get", "events", "-n", "default", "--field-selector", "involvedObject.kind=Pod", "--output=json"]]
-    assert [a[-4] for a in argvs if a[0] == "delete"] == [selector, selector]
+    assert [a[-3] for a in argvs if a[0] == "delete"] == [selector, selector]
 
 
 def test_a_pod_of_one_node_the_api_refuses_fails_that_node_only(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, smoke, smoke_pod, verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, smoke, smoke_pod, smoke_pod_live, verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog
 
@@ -575,3 +575,35 @@ def test_the_pod_smokes_of_a_play_are_grouped_per_api_server_and_namespace():
         smoke.pod_smoke_batches([dict(common, target=cp1, node={})])
     with pytest.raises(KgnError, match="must be a list"):
         smoke.pod_smoke_batches("gpu1")
+
+
+class PodsGoing:
+    """kubectl as the pod smoke's delete sees it: the objects named in ``left`` answer each read, one list per read."""
+
+    def __init__(self, *left):
+        self.left, self.calls = list(left), []
+
+    def __call__(self, args, data=None):
+        self.calls.append(args)
+        if args[0] == "delete":
+            return 0, "", ""
+        return 0, "".join(f"{name}\n" for name in (self.left.pop(0) if self.left else [])), ""
+
+
+SPECS = [{"claim": None}]
+P = {"namespace": "default"}
+
+
+def test_the_smoke_objects_are_deleted_at_once_and_read_until_none_is_left(monkeypatch):
+    monkeypatch.setattr(smoke_pod_live, "DELETE_POLL", 0)
+    api = PodsGoing(["pod/a", "pod/b"], ["pod/b"], [])
+    assert smoke_pod_live.delete(api, P, "sel", SPECS) == (True, "", [])
+    assert [c[0] for c in api.calls] == ["delete", "get", "get", "get"]
+    assert api.calls[0] == ["delete", "pods", "-n", "default", "-l", "sel", "--ignore-not-found", "--wait=false"]
+
+
+def test_smoke_objects_that_stay_are_named_after_the_timeout(monkeypatch):
+    monkeypatch.setattr(smoke_pod_live, "DELETE_POLL", 0.05)
+    api = PodsGoing(*[["pod/stuck"]] * 100)
+    ok, error, left = smoke_pod_live.delete(api, dict(P, delete_timeout=0.2), "sel", SPECS)
+    assert (ok, left) == (False, ["pod/stuck"]) and error == "still there 0.2 s after the delete: pod/stuck"
