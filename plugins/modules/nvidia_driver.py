@@ -568,7 +568,10 @@ class Run:
                 _must(host.run(self.module, rebuild["command"], timeout=900), " ".join(rebuild["command"]))
 
     def persistenced(self):
-        unit = _persistenced(self.module) if not self.check else self.observed["persistenced"]
+        # read again only after a step of this run, which may have installed or replaced the unit
+        unit = None if self.changed and not self.check else self.observed.get("persistenced")
+        if unit is None:
+            unit = _persistenced(self.module) if not self.check else self.observed["persistenced"]
         if not unit["loaded"] and not (self.check and self.plan["missing"]):
             return
         if not unit["enabled"]:
@@ -836,7 +839,9 @@ def live_state(module, plan, observed, run, gpu_facts):
         packages = observed.get("packages") or {}
     proc = host.read(gpu_smi.PROC_VERSION) or ""
     gpu = gpu_facts or (observed.get("gpu") if run is None or not run.changed else gather_gpus(module))
-    unit = _persistenced(module)
+    # as observed when this call did nothing since (read once, as the packages above)
+    unit = _persistenced(module) if run is not None and run.changed or not observed.get("persistenced") \
+        else observed["persistenced"]
     loaded = gpu_smi.kernel_module(proc)
     loaded_version = loaded["version"]
     kernels = (plan or {}).get("kernels") or {}

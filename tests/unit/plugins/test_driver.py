@@ -727,6 +727,19 @@ def test_apt_no_op_runs_nothing_that_changes(quiet_node, monkeypatch):
     assert [c for c in fake.commands("dpkg") if c[1] != "--audit"] == [["dpkg", "--verify", *sorted(versions)]]
 
 
+def test_the_persistenced_unit_is_read_again_only_after_a_step_of_the_run(quiet_node, monkeypatch):
+    unit = {"loaded": True, "active": False, "enabled": True}
+    fake = FakeModule({("systemctl", "show"): (0, "LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n",
+                                               "")})
+    observed = node(persistenced=unit)
+    monkeypatch.setattr(mod.change, "pending", lambda changes: [])
+    run = mod.Run(fake, INPUTS, observed, kd.driver_plan(INPUTS, observed))
+    run.persistenced()  # nothing done yet: the unit as observed at the start of the call, stopped, so started
+    assert fake.commands("systemctl") == [["systemctl", "start", "nvidia-persistenced.service"]]
+    run.persistenced()  # after a step: read again (now active: nothing more to do)
+    assert [c[:2] for c in fake.commands("systemctl")] == [["systemctl", "start"], ["systemctl", "show"]]
+
+
 def test_apt_repair_reinstalls_at_the_installed_version(quiet_node):
     quiet_node["smi"].unlink()
     versions = {"nvidia-smi": BOOKWORM[0], "nvidia-driver": BOOKWORM[0]}
