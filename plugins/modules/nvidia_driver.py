@@ -840,8 +840,8 @@ def live_state(module, plan, observed, run, gpu_facts):
     proc = host.read(gpu_smi.PROC_VERSION) or ""
     gpu = gpu_facts or (observed.get("gpu") if run is None or not run.changed else gather_gpus(module))
     # as observed when this call did nothing since (read once, as the packages above)
-    unit = _persistenced(module) if run is not None and run.changed or not observed.get("persistenced") \
-        else observed["persistenced"]
+    fresh = (run is not None and run.changed) or not observed.get("persistenced")
+    unit = _persistenced(module) if fresh else observed["persistenced"]
     loaded = gpu_smi.kernel_module(proc)
     loaded_version = loaded["version"]
     kernels = (plan or {}).get("kernels") or {}
