@@ -12,4 +12,5 @@ class FilterModule:
     def filters(self) -> dict:
         return wrap({
             "kubelet_node_labels": labels.kubelet_node_labels,
+            "label_batches": labels.label_batches,
         })
