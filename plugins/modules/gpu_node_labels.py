@@ -11,8 +11,8 @@ description:
     the node (C(kubectl get node NAME), or one C(kubectl get nodes) for several nodes at once), plans it with the
     same code as the render (the node_labels section of the host plan), and patches only a node whose labels
     differ (C(kubectl patch node --type merge)).
-  - Each node's facts are in its RV(nodes) entry (C(facts)): C(kgn_observed_node_labels) (the node as the API shows
-    it at the end) and C(kgn_state_node_labels) (its part of the plan, whether it changed, and in C(changes) and
+  - Each node's facts are in its RV(nodes) entry, under C(facts), C(kgn_observed_node_labels) (the node as the API
+    shows it at the end) and C(kgn_state_node_labels) (its part of the plan, whether it changed, and in C(changes) and
     C(repaired) what was done; the first labelling of a node is a change, a correction of labels this project set
     before is a repair). With one node and without O(batch), the call returns them as its facts and fails when
     the node is refused.
@@ -45,7 +45,7 @@ options:
   batch:
     description:
       - The call labels a batch of nodes for their own tasks to take each result (the gpu_node_labels role runs one
-        call per API server, then kgn.gpu_nodes.gpu_node_labels_result on every node): it returns no facts and no
+        call per API server, then kgn.gpu_nodes.gpu_node_labels_result on every node). It returns no facts and no
         node fails it; each node's facts, refusal and diff are in its RV(nodes) entry.
     type: bool
     default: false
