@@ -12,5 +12,4 @@ class FilterModule:
     def filters(self) -> dict:
         return wrap({
             "kubelet_node_labels": labels.kubelet_node_labels,
-            "label_batches": labels.label_batches,
         })

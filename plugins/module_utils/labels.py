@@ -411,38 +411,3 @@ def labels_plan(inputs, observed):
              for host, settings in sorted(inputs["nodes"].items())}
     return {"api": api, "nodes": nodes,
             "assumed": [f"{host}: {note}" for host, node in nodes.items() for note in node["assumed"]]}
-
-
-def node_plan(plan, host):
-    """One node's part of ``labels_plan``'s answer (what its kgn_state_node_labels holds): the API, the node's
-    entry and what was assumed for it."""
-    return {"api": plan["api"], "nodes": {host: plan["nodes"][host]},
-            "assumed": [note for note in plan.get("assumed") or [] if note.startswith(f"{host}: ")]}
-
-
-def label_batches(requests):
-    """The labels of a play's GPU nodes grouped into one gpu_node_labels call per API server: ``requests`` holds
-    each node's (the gpu_node_labels role's, from its own variables) ``{host: inventory host, target: kube_api's
-    {host, delegate_to, kubeconfig, where}, kubectl, settings: the node's labels settings, observed: the node as
-    the last run recorded it (for a render; may be empty)}``; the nodes that share the target and kubectl go into
-    one batch ``{host, delegate_to, kubeconfig, where, kubectl, nodes: {inventory host: settings}, observed:
-    {node name: observed}}``, in the order first seen."""
-    if not isinstance(requests, (list, tuple)):
-        raise KgnError(f"label_batches: the requests must be a list, got {type(requests).__name__}")
-    batches = []
-    for request in requests:
-        if not isinstance(request, dict) or not request.get("host") or not isinstance(request.get("target"), dict) \
-                or not isinstance(request.get("settings"), dict):
-            raise KgnError(f"label_batches: each request needs a host, a target and the node's settings, got "
-                           f"{request!r}")
-        common = dict(request["target"], kubectl=request.get("kubectl"))
-        batch = next((b for b in batches if b["common"] == common), None)
-        if batch is None:
-            batch = {"common": common, "nodes": {}, "observed": {}}
-            batches.append(batch)
-        batch["nodes"][request["host"]] = request["settings"]
-        observed = request.get("observed") or {}
-        if observed.get("registered"):
-            batch["observed"][observed.get("node_name") or request["settings"].get("node_name") or request["host"]] \
-                = observed
-    return [dict(b["common"], nodes=b["nodes"], observed=b["observed"]) for b in batches]

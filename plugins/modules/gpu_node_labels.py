@@ -11,11 +11,9 @@ description:
     the node (C(kubectl get node NAME), or one C(kubectl get nodes) for several nodes at once), plans it with the
     same code as the render (the node_labels section of the host plan), and patches only a node whose labels
     differ (C(kubectl patch node --type merge)).
-  - Each node's facts are in its RV(nodes) entry, under C(facts), C(kgn_observed_node_labels) (the node as the API
-    shows it at the end) and C(kgn_state_node_labels) (its part of the plan, whether it changed, and in C(changes) and
-    C(repaired) what was done; the first labelling of a node is a change, a correction of labels this project set
-    before is a repair). With one node and without O(batch), the call returns them as its facts and fails when
-    the node is refused.
+  - With one node it returns the facts C(kgn_observed_node_labels) (the node as the API shows it at the end) and
+    C(kgn_state_node_labels) (the plan, what changed, and in C(changes) and C(repaired) what it did; the
+    first labelling of a node is a change, a correction of labels this project set before is a repair).
   - Desired labels per node are its stacks' selector labels plus the labels derived from its GPU facts (GPU
     Feature Discovery style C(nvidia.com/gpu.*), C(accelerator), C(kube-gpu-nodes.io/gpu.volta-mps)) and its extra
     labels. Only labels this project set before, recorded in the node annotation
@@ -42,13 +40,6 @@ options:
   render_dir:
     description: Render instead of patching, into this folder on the machine the module runs on (the controller).
     type: path
-  batch:
-    description:
-      - The call labels a batch of nodes for their own tasks to take each result (the gpu_node_labels role runs one
-        call per API server, then kgn.gpu_nodes.gpu_node_labels_result on every node). It returns no facts and no
-        node fails it; each node's facts, refusal and diff are in its RV(nodes) entry.
-    type: bool
-    default: false
   observed:
     description:
       - For a render, the nodes as the last run recorded them, a dict with C(nodes) mapping each node name to its
@@ -80,10 +71,6 @@ nodes:
       not registered, api unreachable, refused, patch failed, patch not live; reason says why for the last five.
     - Also node_name, desired, set, removed, foreign (left alone, set by someone else), problems, and record (the
       node as the API shows it at the end, what the role records as kgn_observed_node_labels).
-    - Without a render, also facts (the node's kgn_observed_node_labels and kgn_state_node_labels; the observation is
-      left out for a refused node and when the API did not answer), changed, diff (the node's labels before and
-      after) and, in words, say (what to tell about the node), refusal (why the node fails; empty when it does not),
-      changes and repaired.
   returned: always
   type: dict
 plan:
@@ -117,11 +104,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import (  # noqa: E402
-    MANAGED_ANNOTATION,
-    labels_plan,
-    node_plan,
-)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION, labels_plan  # noqa: E402
 
 
 def read_nodes(kube, names):
@@ -161,16 +144,12 @@ def render(p, plan):
     results = {}
     written = []
     for inventory_host, entry in plan["nodes"].items():
-        results[inventory_host] = dict(entry, status="rendered" if entry["status"] == "render" else entry["status"],
-                                       changed=False)
+        results[inventory_host] = dict(entry, status="rendered" if entry["status"] == "render" else entry["status"])
         if entry["status"] != "render":
             continue
         # labels go to the API, not to a file on the node: the render is the plan, with the merge patch in it
-        mine = change.render(p["render_dir"], inventory_host, [], dict(entry, api=plan["api"]), "node_labels")
-        results[inventory_host]["changed"] = bool(mine)
-        written += mine
+        written += change.render(p["render_dir"], inventory_host, [], dict(entry, api=plan["api"]), "node_labels")
     return results, written
-
 
 
 def patch_nodes(kube, plan, observed, check):
@@ -255,7 +234,6 @@ def main():
             "nodes": {"type": "dict", "required": True},
             "render_dir": {"type": "path"},
             "observed": {"type": "dict", "default": {}},
-            "batch": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -280,44 +258,38 @@ def main():
                          rendered=[os.path.relpath(w, p["render_dir"]) for w in written])
 
     results = patch_nodes(kube, plan, observed, module.check_mode)
+    diff = [{"before_header": f"node/{r['node_name']} labels", "after_header": f"node/{r['node_name']} labels",
+             "before": _text(observed["nodes"].get(r["node_name"], {}).get("labels")),
+             "after": _text(_after(observed["nodes"].get(r["node_name"], {}).get("labels"), r["patch"]))}
+            for r in results.values() if r["status"] in ("patched", "would patch")]
+    changed = any(r["status"] in ("patched", "would patch") for r in results.values())
     extra = {}
     if any(r["status"] == "patched" for r in results.values()):
         extra["live"] = check_live(kube, plan, results)
-    results = {name: node_result(name, words(name, result), plan, observed, module.check_mode)
-               for name, result in results.items()}
-    changed = any(r["changed"] for r in results.values())
-    changes = [line for r in results.values() for line in r["changes"]]
-    repaired = [line for r in results.values() for line in r["repaired"]]
-    diff = [d for r in results.values() for d in r["diff"]]
+    results = {name: words(name, result) for name, result in results.items()}
+    changes, repaired = [], []
+    for result in results.values():
+        done, fixed = what_changed(result, observed["nodes"].get(result["node_name"]))
+        changes += done
+        repaired += fixed
     for result in results.values():
         for line in result["say"]:
             module.warn(line)
     if not module.check_mode:
         host.say(module, repaired=repaired)
-    if len(results) == 1 and not p["batch"]:
+    if len(results) == 1:
         (result,) = results.values()
-        extra["ansible_facts"] = result["facts"]
+        state = recorded("node_labels", result["record"], plan, {"node": result["record"], "status": result["status"]},
+                         changed, module.check_mode, [] if module.check_mode else repaired,
+                         changes=[] if module.check_mode else changes)
+        facts = {key: value for key, value in state.items()
+                 if key != "kgn_observed_node_labels" or result["status"] not in ("api unreachable", "refused")}
+        extra["ansible_facts"] = facts
         if result["refusal"]:
             module.fail_json(msg=result["refusal"], changed=changed, nodes=results, plan=plan, observed=observed,
                              diff=diff, changes=changes, repaired=repaired, **extra)
     module.exit_json(changed=changed, nodes=results, plan=plan, observed=observed, diff=diff, changes=changes,
                      repaired=repaired, **extra)
-
-
-def node_result(inventory_host, result, plan, observed, check):
-    """A node's entry of RV(nodes): what happened, with its facts, its change in words and its diff."""
-    before = observed["nodes"].get(result["node_name"])
-    changed = result["status"] in ("patched", "would patch")
-    changes, repaired = what_changed(result, before)
-    state = recorded("node_labels", result["record"], node_plan(plan, inventory_host),
-                     {"node": result["record"], "status": result["status"]}, changed, check,
-                     [] if check else repaired, changes=[] if check else changes)
-    facts = {key: value for key, value in state.items()
-             if key != "kgn_observed_node_labels" or result["status"] not in ("api unreachable", "refused")}
-    header = f"node/{result['node_name']} labels"
-    diff = [{"before_header": header, "after_header": header, "before": _text((before or {}).get("labels")),
-             "after": _text(_after((before or {}).get("labels"), result["patch"]))}] if changed else []
-    return dict(result, facts=facts, changed=changed, changes=changes, repaired=repaired, diff=diff)
 
 
 if __name__ == "__main__":

@@ -149,31 +149,3 @@ def test_one_node_whose_stacks_its_gpus_cannot_run_fails_alone(tmp_path):
     assert result["status"] == "FAILED!"
     assert "Nothing was changed on gpu1" in result["msg"] and "both claim every GPU" in result["msg"]
     assert not [c for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]
-
-
-def test_a_batch_returns_each_nodes_facts_and_fails_no_node_itself(tmp_path):
-    nodes = dict(NODES, gpu3={"stacks": ["gpushare", "nano_gpu"], "gpu_facts": NO_GPU, "require_gpu": False},
-                 gpu4={"stacks": ["gpushare"], "gpu_facts": NO_GPU, "colour": "red"})
-    before = answer(items(_node("gpu1"), _node("gpu-2", DONE), _node("gpu3"), _node("gpu4")))
-    after = answer(items(_node("gpu1", DONE), _node("gpu-2", DONE), _node("gpu3"), _node("gpu4")))
-    rules = [{"match": ["get", "nodes"], "answers": [before, after]},
-             {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
-    result = run_module("gpu_node_labels", _args(tmp_path, rules, nodes=nodes, batch=True))
-    # no facts for the task itself (a run_once batch would give them to every host), and no node fails the call
-    assert result["status"] == "CHANGED" and "ansible_facts" not in result, result
-    one, two, three, four = (result["nodes"][h] for h in ("gpu1", "gpu2", "gpu3", "gpu4"))
-    assert (one["status"], one["changed"]) == ("patched", True)
-    assert one["facts"]["kgn_state_node_labels"]["changes"] == [
-        "labels of node gpu1: set gpushare=true, nvidia.com/gpu.present=false"]
-    assert list(one["facts"]["kgn_state_node_labels"]["plan"]["nodes"]) == ["gpu1"]  # its own part of the plan
-    assert one["diff"][0]["before_header"] == "node/gpu1 labels" and "gpushare=true" in one["diff"][0]["after"]
-    assert (two["status"], two["changed"], two["diff"]) == ("unchanged", False, [])
-    assert two["facts"]["kgn_state_node_labels"]["changes"] == []
-    # refused by its stacks: nothing sent, its refusal for its own task; its observation is not recorded
-    assert three["status"] == "refused" and "both claim every GPU" in three["refusal"]
-    assert "kgn_observed_node_labels" not in three["facts"]
-    # settings the plan refuses: that node alone, the others planned together
-    assert four["status"] == "refused" and "unknown node setting(s) colour" in four["refusal"]
-    patches = [c["argv"] for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]
-    assert [p[2] for p in patches] == ["gpu1"]
-
