@@ -46,7 +46,7 @@ def delete(api, p, selector, specs):
     ``(ok, error, left)``, ``left`` the names still in the API (None when the delete or the last read got no
     answer). One delete for all of them, then one read per poll until none is left: ``kubectl delete --wait``
     would watch each object in turn, one round trip per pod of the fleet."""
-    timeout = p.get("delete_timeout", 60)
+    timeout = p["delete_timeout"]
     rc, out, err = api(["delete", _kinds(specs), "-n", p["namespace"], "-l", selector, "--ignore-not-found",
                         "--wait=false"])
     if rc != 0:

@@ -320,6 +320,12 @@ def _persistenced(module):
             "enabled": props.get("UnitFileState") in ("enabled", "enabled-runtime", "static", "alias")}
 
 
+def _persistenced_now(module, observed, stale):
+    """The persistenced unit as observed at the start of this call, read again when a step since may have installed
+    or replaced it (``stale``) or none was observed."""
+    return _persistenced(module) if stale or not observed.get("persistenced") else observed["persistenced"]
+
+
 def _apt_sources():
     listed = glob.glob("/etc/apt/sources.list.d/*.list") + glob.glob("/etc/apt/sources.list.d/*.sources")
     paths = ["/etc/apt/sources.list", *sorted(listed)]
@@ -568,10 +574,8 @@ class Run:
                 _must(host.run(self.module, rebuild["command"], timeout=900), " ".join(rebuild["command"]))
 
     def persistenced(self):
-        # read again only after a step of this run, which may have installed or replaced the unit
-        unit = None if self.changed and not self.check else self.observed.get("persistenced")
-        if unit is None:
-            unit = _persistenced(self.module) if not self.check else self.observed["persistenced"]
+        unit = self.observed["persistenced"] if self.check else _persistenced_now(self.module, self.observed,
+                                                                                   self.changed)
         if not unit["loaded"] and not (self.check and self.plan["missing"]):
             return
         if not unit["enabled"]:
@@ -839,9 +843,7 @@ def live_state(module, plan, observed, run, gpu_facts):
         packages = observed.get("packages") or {}
     proc = host.read(gpu_smi.PROC_VERSION) or ""
     gpu = gpu_facts or (observed.get("gpu") if run is None or not run.changed else gather_gpus(module))
-    # as observed when this call did nothing since (read once, as the packages above)
-    fresh = (run is not None and run.changed) or not observed.get("persistenced")
-    unit = _persistenced(module) if fresh else observed["persistenced"]
+    unit = _persistenced_now(module, observed, run is not None and run.changed)
     loaded = gpu_smi.kernel_module(proc)
     loaded_version = loaded["version"]
     kernels = (plan or {}).get("kernels") or {}

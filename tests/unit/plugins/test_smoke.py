@@ -591,7 +591,7 @@ class PodsGoing:
 
 
 SPECS = [{"claim": None}]
-P = {"namespace": "default"}
+P = {"namespace": "default", "delete_timeout": 60}
 
 
 def test_the_smoke_objects_are_deleted_at_once_and_read_until_none_is_left(monkeypatch):
