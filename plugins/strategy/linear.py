@@ -27,26 +27,30 @@ from ansible.plugins.strategy.linear import StrategyModule as LinearStrategyModu
 WAKE_AT_LEAST_EVERY_S = 1.0
 
 
-def free_worker_slot(workers):
-    """The sentinels of the running workers, or None when a slot is free (never used, or its worker has ended)."""
-    sentinels = []
+def running_workers(workers):
+    """``{sentinel: worker}`` of the running workers, or None when a slot is free (never used, or its worker has
+    ended)."""
+    running = {}
     for worker in workers:
         if worker is None or not worker.is_alive():
             return None
         try:
-            sentinels.append(worker.sentinel)
+            running[worker.sentinel] = worker
         except ValueError:  # a closed process object: its slot is free
             return None
-    return sentinels
+    return running
 
 
 def wait_for_free_worker(workers, wait_for=wait):
     """Block until ``workers`` (the strategy's list, None for a slot never used) has a free slot."""
     while True:
-        sentinels = free_worker_slot(workers)
-        if sentinels is None:
+        running = running_workers(workers)
+        if running is None:
             return
-        wait_for(sentinels, timeout=WAKE_AT_LEAST_EVERY_S)
+        for sentinel in wait_for(list(running), timeout=WAKE_AT_LEAST_EVERY_S):
+            # a worker's sentinel is ready as its process exits, a moment before waitpid reports it ended (what
+            # is_alive asks): reap it here, or the loop would look again and again in between
+            running[sentinel].join()
 
 
 class StrategyModule(LinearStrategyModule):

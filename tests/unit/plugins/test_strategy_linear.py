@@ -33,9 +33,9 @@ def test_a_slot_never_used_or_whose_worker_ended_or_was_closed_is_free():
     ended = multiprocessing.get_context("fork").Process(target=time.sleep, args=(0,))
     ended.start()
     ended.join()
-    assert linear.free_worker_slot([None]) is None
-    assert linear.free_worker_slot([ended]) is None
-    assert linear.free_worker_slot([ClosedWorker()]) is None
+    assert linear.running_workers([None]) is None
+    assert linear.running_workers([ended]) is None
+    assert linear.running_workers([ClosedWorker()]) is None
 
 
 def test_the_wait_blocks_on_the_running_workers_until_one_ends():
@@ -50,12 +50,12 @@ def test_the_wait_blocks_on_the_running_workers_until_one_ends():
         return multiprocessing.connection.wait(sentinels, timeout)
 
     try:
-        assert sorted(linear.free_worker_slot(workers)) == sorted(w.sentinel for w in workers)
+        assert linear.running_workers(workers) == {w.sentinel: w for w in workers}
         linear.wait_for_free_worker(workers, wait_for=counting_wait)
         assert not workers[0].is_alive() and workers[1].is_alive()
-        # ansible-core's loop looks every 0.1 ms (thousands of times in 0.5 s); this one once per worker end (plus
-        # at most one wake-up a second)
-        assert 1 <= len(waits) <= 2 and waits[0] == sorted(w.sentinel for w in workers)
+        # ansible-core's loop looks every 0.1 ms (thousands of times in 0.5 s); this one once per worker end, plus
+        # a wake-up a second at most (a loaded machine may start the worker late)
+        assert 1 <= len(waits) <= 3 and waits[0] == sorted(w.sentinel for w in workers)
     finally:
         workers[1].kill()
         workers[1].join()
