@@ -10,7 +10,8 @@ description:
     managed control plane), delegated from the node's own task so that the node is the host that C(changed). Reads
     the node (C(kubectl get node NAME), or one C(kubectl get nodes) for several nodes at once), plans it with the
     same code as the render (the node_labels section of the host plan), and patches only a node whose labels
-    differ (C(kubectl patch node --type merge)).
+    differ (C(kubectl patch node --type merge)). With O(nodes_read), a node the play's read already shows with
+    nothing to change is answered by the action on the controller, without a run on the API host.
   - With one node it returns the facts C(kgn_observed_node_labels) (the node as the API shows it at the end) and
     C(kgn_state_node_labels) (the plan, what changed, and in C(changes) and C(repaired) what it did; the
     first labelling of a node is a change, a correction of labels this project set before is a repair).
@@ -37,6 +38,15 @@ options:
         overwrite_foreign.
     type: dict
     required: true
+  nodes_read:
+    description:
+      - The play's one read of the nodes of each API server, the registered result of a C(kgn.gpu_nodes.k8s_read)
+        loop with C(resources=[nodes]) over the API targets (C(kgn.gpu_nodes.kube_api_targets)), each result
+        carrying its target as C(item). Used by the action on the controller. When the read of this task's API
+        target (O(api_host) and O(kubeconfig)) shows every node of O(nodes) with nothing to change, the action
+        answers with the same plan, words and facts and nothing runs on the API host. A node to patch, refuse or
+        report, or no usable read, runs the module, which reads the nodes again itself.
+    type: raw
   render_dir:
     description: Render instead of patching, into this folder on the machine the module runs on (the controller).
     type: path
@@ -96,7 +106,6 @@ repaired:
 """
 
 
-import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
@@ -104,7 +113,12 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION, labels_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import labels_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels_outcome import (  # noqa: E402
+    node_record,
+    what_changed,
+    words,
+)
 
 
 def read_nodes(kube, names):
@@ -132,14 +146,6 @@ def _text(labels):
     return "".join(f"{key}={value}\n" for key, value in sorted((labels or {}).items()))
 
 
-def _record(entry, node, api):
-    if node is None:
-        return {"node_name": entry["node_name"], "registered": False if api.get("reachable") else None,
-                "labels": {}, "annotations": {}}
-    return {"node_name": entry["node_name"], "registered": True, "labels": node.get("labels") or {},
-            "annotations": node.get("annotations") or {}}
-
-
 def render(p, plan):
     results = {}
     written = []
@@ -162,7 +168,7 @@ def patch_nodes(kube, plan, observed, check):
                 result["status"] = "would patch" if check else "patched"
             except KgnError as err:
                 result.update(status="patch failed", reason=str(err))
-        result["record"] = _record(entry, observed["nodes"].get(entry["node_name"]), observed)
+        result["record"] = node_record(entry, observed["nodes"].get(entry["node_name"]), observed)
         results[inventory_host] = result
     return results
 
@@ -181,50 +187,8 @@ def check_live(kube, plan, results):
             result.update(status="patch not live",
                           reason=f"after the patch, the API shows {'no node' if node is None else 'other values for '}"
                                  f"{', '.join(wrong) if node is not None else result['node_name']}")
-        result["record"] = _record(result, node, live)
+        result["record"] = node_record(result, node, live)
     return live
-
-
-def what_changed(result, before):
-    """``(changes, repaired)`` in words: the first labelling of a node is a change; labels this project had set
-    before (its annotation names them) and found changed or gone are a repair."""
-    if result.get("status") not in ("patched", "would patch"):
-        return [], []
-    node = result["node_name"]
-    ours_before = {k for k in str(((before or {}).get("annotations") or {}).get(MANAGED_ANNOTATION) or "").split(",")
-                   if k}
-    # a label set again that this project had set before was changed or removed since: a repair; a new label, or
-    # one removed because the inventory no longer asks for it, is a change
-    fixed = sorted(k for k in result["set"] if k in ours_before)
-    new = sorted(k for k in result["set"] if k not in ours_before)
-    gone = sorted(result["removed"])
-    changes, repaired = [], []
-    if new or gone:
-        values = result["set"]
-        parts = ([f"set {', '.join(f'{k}={values[k]}' for k in new)}"] if new else []) \
-            + ([f"removed {', '.join(gone)}"] if gone else [])
-        changes.append(f"labels of node {node}: {'; '.join(parts)}")
-    if fixed:
-        words = [f"{k}={result['set'][k]}" for k in fixed]
-        repaired.append(f"labels of node {node} corrected: {', '.join(words)} (changed since this project set them)")
-    return changes, repaired
-
-
-def words(inventory_host, result):
-    """What the role says for a node (``say``) and why it fails the host (``refusal``, empty when it does not)."""
-    say, refusal = [], ""
-    node, status = result.get("node_name"), result.get("status")
-    if status in ("not registered", "api unreachable"):
-        wanted = f" would get {json.dumps(result['desired'], sort_keys=True)}, but " if result.get("desired") else ": "
-        say.append(f"NOT LABELLED: {node}{wanted}{result.get('reason')}")
-    if result.get("foreign"):
-        say.append(f"Left alone on {node} (set by someone else to another value): {', '.join(result['foreign'])}; "
-                   "set gpu_node_labels_overwrite_foreign to take them over")
-    if status == "refused":
-        refusal = f"Nothing was changed on {inventory_host}. Fix: {'; '.join(result.get('problems') or [])}"
-    elif status in ("failed", "patch failed", "patch not live"):
-        refusal = f"{node}: {status}: {result.get('reason')}"
-    return dict(result, say=say, refusal=refusal)
 
 
 def main():
@@ -233,6 +197,7 @@ def main():
             **CLIENT_ARGS,
             "nodes": {"type": "dict", "required": True},
             "render_dir": {"type": "path"},
+            "nodes_read": {"type": "raw"},  # taken by the action (plugins/action/gpu_node_labels.py)
             "observed": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,

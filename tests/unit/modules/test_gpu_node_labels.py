@@ -149,3 +149,69 @@ def test_one_node_whose_stacks_its_gpus_cannot_run_fails_alone(tmp_path):
     assert result["status"] == "FAILED!"
     assert "Nothing was changed on gpu1" in result["msg"] and "both claim every GPU" in result["msg"]
     assert not [c for c in calls(tmp_path / "bin") if c["argv"][0] == "patch"]
+
+
+# The play's one read of the nodes (nodes_read): a node it shows with nothing to change is answered by the action on
+# the controller, with the module's own words and facts; anything else runs the module, which reads the node itself.
+TARGET = {"host": "cp1", "kubeconfig": "/fake/admin.conf", "delegate_to": "cp1", "where": "cp1"}
+
+
+def _read(*nodes, reachable=True, target=None, **extra):
+    return {"results": [{"item": dict(target or TARGET), "reachable": reachable, "error": "",
+                         "resources": {"nodes": {"served": True, "error": "", "items": list(nodes)}}, **extra}]}
+
+
+def _without_times(result):
+    facts = json.loads(json.dumps(result["ansible_facts"]))
+    facts["kgn_state_node_labels"].pop("at")
+    return facts
+
+
+def test_a_node_the_read_shows_unchanged_is_answered_without_kubectl_as_the_module_would(tmp_path):
+    node = _node("gpu1", DONE)
+    module = run_module("gpu_node_labels", _one(tmp_path / "m", [{"match": ["get", "nodes", "gpu1"],
+                                                                  "answers": [answer(json.dumps(node))]}]))
+    rules = []  # any kubectl call would fail: the fake has no rule for it
+    result = run_module("gpu_node_labels", _one(tmp_path, rules, nodes_read=_read(_node("gpu-2"), node)))
+    assert result["status"] == "SUCCESS", result
+    assert calls(tmp_path / "bin") == []
+    assert result["nodes"] == module["nodes"] and result["plan"] == module["plan"]
+    assert result["observed"] == module["observed"]
+    assert _without_times(result) == _without_times(module)
+    assert result["ansible_facts"]["kgn_state_node_labels"]["live"]["status"] == "unchanged"
+
+
+def test_the_unchanged_answer_keeps_check_mode_and_says_foreign_labels(tmp_path):
+    node = _node("gpu1", DONE)
+    node["metadata"]["labels"]["gpushare"] = "false"  # someone else's value: left alone, said
+    node["metadata"]["annotations"] = {}
+    result = run_module("gpu_node_labels", _one(tmp_path, [], nodes_read=_read(node)), check=True)
+    assert result["status"] == "SUCCESS" and calls(tmp_path / "bin") == []
+    assert result["nodes"]["gpu1"]["foreign"] == ["gpushare"]
+    assert result["nodes"]["gpu1"]["say"][0].startswith("Left alone on gpu1")  # the run's warning
+    assert result["ansible_facts"]["kgn_state_node_labels"]["check_mode"] is True
+
+
+def test_a_node_that_differs_in_the_read_runs_the_module_which_reads_and_patches(tmp_path):
+    rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(_node("gpu1"))),
+                                                              answer(json.dumps(_node("gpu1", DONE)))]},
+             {"match": ["patch", "node"], "answers": [answer("node/gpu1 patched\n")]}]
+    result = run_module("gpu_node_labels", _one(tmp_path, rules, nodes_read=_read(_node("gpu1"))))
+    assert result["status"] == "CHANGED", result
+    argvs = [c["argv"] for c in calls(tmp_path / "bin")]
+    assert argvs[0][:3] == ["get", "nodes", "gpu1"] and [a for a in argvs if a[0] == "patch"]
+
+
+def test_a_read_that_cannot_stand_for_the_node_runs_the_module(tmp_path):
+    node = _node("gpu1", DONE)
+    other = dict(TARGET, kubeconfig="/other/admin.conf")
+    reads = {"another API target": _read(node, target=other),
+             "an API that did not answer": _read(node, reachable=False),
+             "an unreachable API host": _read(node, unreachable=True),
+             "a node the read does not list": _read(_node("gpu-2"))}
+    for why, read in reads.items():
+        folder = tmp_path / why.replace(" ", "-")
+        rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer(json.dumps(node))]}]
+        result = run_module("gpu_node_labels", _one(folder, rules, nodes_read=read))
+        assert result["status"] == "SUCCESS", (why, result)
+        assert [c["argv"][:3] for c in calls(folder / "bin")] == [["get", "nodes", "gpu1"]], why
