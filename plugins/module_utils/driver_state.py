@@ -56,26 +56,34 @@ def family(module):
     return "redhat" if module.get_bin_path("rpm") and not module.get_bin_path("dpkg-query") else "debian"
 
 
-def dpkg_rows(module, names):
-    """{name: version} of the installed (or held) packages among names and globs."""
+def dpkg_installed(module, names):
+    """``({name: version}, [held names])`` of the installed packages among names and globs, from one dpkg-query:
+    the first letter of db:Status-Abbrev is the selection, ``h`` for a package on hold (what apt-mark showhold
+    lists)."""
     if not names:
-        return {}
+        return {}, []
     _, out, _ = host.run(module, ["dpkg-query", "-W", "-f=${db:Status-Abbrev}|${Package}|${Version}\n", *names])
-    rows = {}
+    rows, held = {}, []
     for line in (out or "").splitlines():
         status, _, rest = line.partition("|")
         name, _, version = rest.partition("|")
         if status[:2] in ("ii", "hi") and name:
             rows[name] = version
-    return rows
+            if status[0] == "h":
+                held.append(name)
+    return rows, sorted(held)
+
+
+def dpkg_rows(module, names):
+    """{name: version} of the installed (or held) packages among names and globs."""
+    return dpkg_installed(module, names)[0]
 
 
 def apt_state(module, basics):
     """What dpkg has installed and holds, and what the package lists offer, for the planned packages."""
     planned = list(dict.fromkeys(basics["packages"] + [basics["version_package"]] + basics["headers_packages"]))
-    rows = dpkg_rows(module, [n for n in planned if n] + PIN_GLOBS)
-    _, out, _ = host.run(module, ["apt-mark", "showhold"])
-    held = sorted(line.strip() for line in (out or "").splitlines() if line.strip())
+    # the holds that matter are those of these packages (the stack and the version package): no apt-mark showhold
+    rows, held = dpkg_installed(module, [n for n in planned if n] + PIN_GLOBS)
     offered = []
     if basics["version_package"]:
         _, out, _ = host.run(module, ["apt-cache", "madison", basics["version_package"]])

@@ -234,6 +234,21 @@ def _md5(path):
     return digest.hexdigest()
 
 
+def _checksum_lists():
+    """{package: [its checksum lists in dpkg's info folder]} (``<package>.md5sums``, then ``<package>:<arch>.md5sums``)
+    from one listing of the folder: a glob per package read the whole folder (hundreds of files) each time."""
+    try:
+        files = sorted(os.listdir(DPKG_INFO))
+    except OSError:
+        return {}
+    found = {}
+    for file in files:
+        if file.endswith(".md5sums") and not file.startswith("."):
+            base = file[: -len(".md5sums")]
+            found.setdefault(base.split(":", 1)[0], []).append((":" in base, f"{DPKG_INFO}/{file}"))
+    return {name: [path for _, path in sorted(lists)] for name, lists in found.items()}
+
+
 def dpkg_verify(module, names, cache_path=None):
     """What ``dpkg --verify <names>`` prints for the packages' files (``missing  /path``, ``??5?????? /path``), from
     dpkg's own lists of checksums (``<package>[:<arch>].md5sums``), with a stat cache: a file whose size, mtime, ctime
@@ -250,8 +265,9 @@ def dpkg_verify(module, names, cache_path=None):
         hashlib.md5()
     except ValueError:  # FIPS mode
         unlisted, names = list(names), []
+    checksum_lists = _checksum_lists()
     for name in names:
-        lists = glob.glob(f"{DPKG_INFO}/{name}.md5sums") + glob.glob(f"{DPKG_INFO}/{name}:*.md5sums")
+        lists = checksum_lists.get(name, [])
         if not lists:
             unlisted.append(name)
             continue

@@ -646,8 +646,8 @@ def quiet_node(monkeypatch, tmp_path):
     return {"written": written, "events": events, "smi": smi}
 
 
-def _dpkg_rows(rows):
-    return "".join(f"ii |{name}|{version}\n" for name, version in rows.items())
+def _dpkg_rows(rows, held=False):
+    return "".join(f"{'hi' if held else 'ii'} |{name}|{version}\n" for name, version in rows.items())
 
 
 def test_apt_fresh_install_sequence(quiet_node, monkeypatch):
@@ -672,7 +672,7 @@ def test_apt_fresh_install_sequence(quiet_node, monkeypatch):
     run.request_reboot()
     # the kernels are read again after the install; the plan the result reports is still what the run installed
     assert run.plan["missing"] and run.plan["kernels"]["recorded"] is True
-    apt = [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] not in ("showhold", "check")]
+    apt = [c for c in fake.calls if c[0] in ("apt-get", "apt-mark") and c[1] != "check"]
     assert apt[0] == ["apt-get", "update", "-q"]
     assert apt[1][:5] == ["apt-get", "-o", "Debug::NoLocking=1", "install", "--assume-no"]
     install = apt[2]
@@ -691,17 +691,17 @@ def test_apt_fresh_install_sequence(quiet_node, monkeypatch):
 
 def test_apt_planned_upgrade_releases_then_allows_downgrades(quiet_node):
     stack = {"nvidia-driver": "535.261.03-1", "nvidia-smi": "535.261.03-1"}
-    fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows(stack), ""),
+    # dpkg's selection says the hold (db:Status-Abbrev "hi"), until the run releases it
+    fake = FakeModule({("dpkg-query", "-W"): lambda f: (0, _dpkg_rows(stack, held=not f.ran("apt-mark", "unhold")),
+                                                         ""),
                        ("apt-cache", "madison"): (0, f" nvidia-driver | {BOOKWORM[0]} | x\n", ""),
-                       ("apt-mark", "showhold"): lambda f: (0, "" if f.ran("apt-mark", "unhold")
-                                                            else "nvidia-driver\nnvidia-smi\n", ""),
                        ("apt-get", "install", "-y"): (0, "Unpacking x\n", "")})
     observed = node(packages={"installed": "535.261.03-1", "held": ["nvidia-driver", "nvidia-smi"],
                               "stack": sorted(stack), "present": [f"{n}={v}" for n, v in stack.items()]})
     inputs = {**INPUTS, "version": "535.309.01", "allow_upgrade": True, "kernel_headers": False}
     run = mod.Run(fake, inputs, observed, kd.driver_plan(inputs, observed))
     run.apply_apt()
-    apt = [c for c in fake.calls if c[0] == "apt-mark" and c[1] != "showhold"]
+    apt = [c for c in fake.calls if c[0] == "apt-mark"]
     assert apt[0] == ["apt-mark", "unhold", "nvidia-driver", "nvidia-smi"]
     assert apt[-1] == ["apt-mark", "hold", "nvidia-driver", "nvidia-smi"]  # released above, held again
     install = next(c for c in fake.calls if c[:3] == ["apt-get", "install", "-y"])
@@ -776,7 +776,7 @@ def test_check_mode_changes_nothing_and_tells_what_would(quiet_node):
     run.kernel_side()
     run.request_reboot()
     changing = [c for c in fake.calls if c[:2] in (["apt-get", "install"], ["apt-get", "update"])
-                or (c[0] == "apt-mark" and c[1] != "showhold")]
+                or c[0] == "apt-mark"]
     assert changing == [] and quiet_node["written"] == [] and quiet_node["events"] == []
     said = " | ".join(run.actions)
     for words in ("wrote /etc/apt/sources.list.d/kgn-nvidia-driver.sources", "refreshed the package lists",
@@ -948,9 +948,10 @@ def test_observe_reads_the_node_once_through_driver_state(quiet_node, monkeypatc
     # nvidia-kernel-common has a version of its own (Debian's nvidia-support source): not the driver's
     stack = {"nvidia-driver": "550.163.01-2", "nvidia-smi": "550.163.01-2", "nvidia-kernel-dkms": "550.163.01-2",
              "nvidia-kernel-common": "20240109+1", "nvidia-modprobe": "550.127.05-1"}
-    fake = FakeModule({("dpkg-query", "-W"): (0, _dpkg_rows(stack), ""),
-                       ("apt-cache", "madison"): (0, " nvidia-driver | 550.163.01-2 | x\n", ""),
-                       ("apt-mark", "showhold"): (0, "nvidia-driver\nnvidia-smi\n", "")})
+    held = {n: v for n, v in stack.items() if n in ("nvidia-driver", "nvidia-smi")}
+    rows = _dpkg_rows(held, held=True) + _dpkg_rows({n: v for n, v in stack.items() if n not in held})
+    fake = FakeModule({("dpkg-query", "-W"): (0, rows, ""),
+                       ("apt-cache", "madison"): (0, " nvidia-driver | 550.163.01-2 | x\n", "")})
     monkeypatch.setattr(mod.host, "read", lambda path, *a, **k: (
         'ID=debian\nVERSION_ID="13"\n' if path == "/etc/os-release" else None))
     monkeypatch.setattr(state, "kernels", lambda module: {"running": "6.18.44", "kernels": [], "dkms": {}})
@@ -959,6 +960,7 @@ def test_observe_reads_the_node_once_through_driver_state(quiet_node, monkeypatc
     assert observed["os"] == {"id": "debian", "version_id": "13", "id_like": ""}
     assert observed["packages"]["installed"] == "550.163.01-2" and observed["packages"]["held"] == [
         "nvidia-driver", "nvidia-smi"]
+    assert not fake.ran("apt-mark")  # the holds come from dpkg-query's selection, not apt-mark showhold
     assert observed["driver"]["package_version"] == "550.163.01" and observed["kernels"]["kernels"] == []
     plan_ = kd.driver_plan({**inputs, "today": "2026-11-26"}, observed)
     assert (plan_["branch"], plan_["kernel_module"], plan_["branch_choice"]["how"]) == ("550", "proprietary",

@@ -144,3 +144,19 @@ def test_a_conffile_is_the_administrators_only_its_absence_is_said(dpkg, tmp_pat
     assert verify(dpkg) == ""  # edited by the administrator: not ours to report
     env.unlink()
     assert verify(dpkg) == f"missing   c {env}\n"
+
+
+def test_checksum_lists_are_found_per_package_with_and_without_architecture(tmp_path, monkeypatch):
+    info = tmp_path / "info"
+    info.mkdir()
+    for name in ("libcuda1:amd64.md5sums", "libcuda1:i386.md5sums", "nvidia-smi.md5sums", "nvidia-smi.list",
+                 "nvidia-smi-extra.md5sums", ".hidden.md5sums"):
+        (info / name).write_text("")
+    monkeypatch.setattr(pkghealth, "DPKG_INFO", str(info))
+    assert pkghealth._checksum_lists() == {
+        "libcuda1": [f"{info}/libcuda1:amd64.md5sums", f"{info}/libcuda1:i386.md5sums"],
+        "nvidia-smi": [f"{info}/nvidia-smi.md5sums"],
+        "nvidia-smi-extra": [f"{info}/nvidia-smi-extra.md5sums"],
+    }
+    monkeypatch.setattr(pkghealth, "DPKG_INFO", str(tmp_path / "none"))
+    assert pkghealth._checksum_lists() == {}
