@@ -5,6 +5,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_answer
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 JUDGED = ("settings", "states", "api", "api_host", "pod_smoke")
@@ -42,7 +43,7 @@ class ActionModule(ActionBase):
         if probe.get("failed") or settings is None:
             return dict(result, **probe)
         try:
-            answer = verify.api_answer(judge["api"], judge["api_host"] or "")
+            answer = api_answer(judge["api"], judge["api_host"] or "")
             smoke = verify.pod_smoke_answer(judge["pod_smoke"], settings.get("node_name"), judge["api_host"] or "")
             row = verify.verify_host(settings, judge["states"] or {}, probe.get("observed") or {}, answer,
                                      (task_vars or {}).get("kgn_run_failure"), smoke)

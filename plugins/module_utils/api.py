@@ -35,6 +35,25 @@ def slim(item: dict) -> dict:
     return item
 
 
+def api_answer(answers, api_host, kubeconfig=None):
+    """The answer of ``api_host``'s API server ("" = the control machine) out of a k8s_read result, or out of the
+    register of a k8s_read task looped over the API targets (``item.host`` names each; with ``kubeconfig``, the
+    target's ``item.kubeconfig`` must be it too); None when not read."""
+    if not answers:
+        return None
+    if not isinstance(answers, dict):
+        raise KgnError("the API answer must be a k8s_read result or its looped register")
+    if "results" not in answers:
+        return answers
+    for answer in answers["results"]:
+        item = answer.get("item") if isinstance(answer, dict) else None
+        if not isinstance(item, dict) or answer.get("skipped") or (item.get("host") or "") != (api_host or ""):
+            continue
+        if kubeconfig is None or item.get("kubeconfig") == kubeconfig:
+            return answer
+    return None
+
+
 # Groups that say nothing about which cluster a host belongs to.
 _NOT_A_CLUSTER = ("all", "ungrouped", "gpu_nodes", "kube_control_plane")
 

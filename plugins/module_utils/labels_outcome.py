@@ -4,7 +4,7 @@ without a module run on the API host)."""
 
 import json
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_answer, node_list
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION, labels_plan
@@ -69,25 +69,20 @@ def nodes_seen(read, api_host, kubeconfig, names):
 
     ``read``: the registered result of a kgn.gpu_nodes.k8s_read loop over the API targets (kube_api_targets),
     each result carrying its target as ``item``."""
-    results = (read or {}).get("results") if isinstance(read, dict) else None
-    for answer in results if isinstance(results, list) else []:
-        target = answer.get("item") if isinstance(answer, dict) else None
-        if not isinstance(target, dict) or (target.get("host"), target.get("kubeconfig")) != (api_host, kubeconfig):
-            continue
-        nodes = (answer.get("resources") or {}).get("nodes") or {}
-        if answer.get("failed") or answer.get("unreachable") or answer.get("reachable") is not True \
-                or not nodes.get("served") or nodes.get("error"):
-            return None
-        wanted = [item for item in nodes.get("items") or []
-                  if isinstance(item, dict) and (item.get("metadata") or {}).get("name") in names]
-        try:
-            listed = node_list({"items": wanted})
-        except (KgnError, KeyError, TypeError, AttributeError):
-            return None
-        if any(name not in listed for name in names):
-            return None
-        return {"reachable": True, "error": "", "nodes": {name: listed[name] for name in names}}
-    return None
+    answer = api_answer(read, api_host, kubeconfig) if isinstance(read, dict) and "results" in read else None
+    nodes = ((answer or {}).get("resources") or {}).get("nodes") or {}
+    if answer is None or answer.get("failed") or answer.get("unreachable") or answer.get("reachable") is not True \
+            or not nodes.get("served") or nodes.get("error"):
+        return None
+    wanted = [item for item in nodes.get("items") or []
+              if isinstance(item, dict) and (item.get("metadata") or {}).get("name") in names]
+    try:
+        listed = node_list({"items": wanted})
+    except (KgnError, KeyError, TypeError, AttributeError):
+        return None
+    if any(name not in listed for name in names):
+        return None
+    return {"reachable": True, "error": "", "nodes": {name: listed[name] for name in names}}
 
 
 def unchanged_by_read(nodes, read, api_host, kubeconfig, check_mode):

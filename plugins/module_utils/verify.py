@@ -406,22 +406,6 @@ def probe_args(settings, states):
     }
 
 
-def api_answer(answers, api_host):
-    """The answer of ``api_host``'s API server ("" = the control machine) out of a k8s_read result, or out of the
-    register of a k8s_read task looped over the API targets (``item.host`` names each); None when not read."""
-    if not answers:
-        return None
-    if not isinstance(answers, dict):
-        raise KgnError("the API answer must be a k8s_read result or its looped register")
-    if "results" not in answers:
-        return answers
-    for answer in answers["results"]:
-        item = answer.get("item") if isinstance(answer, dict) else None
-        if isinstance(item, dict) and (item.get("host") or "") == (api_host or "") and not answer.get("skipped"):
-            return answer
-    return None
-
-
 def pod_smoke_answer(smokes, node_name, api_host=None):
     """The pod smoke result of ``node_name`` out of a gpu_pod_smoke result (one node's, or ``nodes``'), or out of the
     register of a gpu_pod_smoke task looped over batches of nodes (``item.nodes`` names each, ``item.host`` their API

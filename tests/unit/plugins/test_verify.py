@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_answer
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import diagnose, run_checks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_expected, verify_observed
@@ -137,11 +138,15 @@ def test_the_api_answer_of_the_hosts_api_server_is_picked_from_the_looped_read()
     looped = {"results": [{"item": {"host": "cp1"}, "reachable": True, "resources": {}},
                           {"item": {"host": ""}, "reachable": False, "error": "no kubeconfig"},
                           {"item": {"host": "cp2"}, "unreachable": True, "msg": "ssh: timed out"}]}
-    assert verify.api_answer(looped, "cp1")["reachable"] is True
-    assert verify.api_answer(looped, "")["error"] == "no kubeconfig"
-    assert verify.api_view(verify.api_answer(looped, "cp2"), "gpu1") == {
+    assert api_answer(looped, "cp1")["reachable"] is True
+    assert api_answer(looped, "")["error"] == "no kubeconfig"
+    assert verify.api_view(api_answer(looped, "cp2"), "gpu1") == {
         "reachable": False, "node_name": "gpu1", "error": "ssh: timed out"}
-    assert verify.api_answer(looped, "cp3") is None and verify.api_answer(None, "cp1") is None
+    assert api_answer(looped, "cp3") is None and api_answer(None, "cp1") is None
+    # with a kubeconfig, the target must have it too (two clusters reached from one host)
+    two = {"results": [{"item": {"host": "", "kubeconfig": "/a.conf"}, "reachable": True, "cluster": "a"},
+                       {"item": {"host": "", "kubeconfig": "/b.conf"}, "reachable": True, "cluster": "b"}]}
+    assert api_answer(two, "", "/b.conf")["cluster"] == "b" and api_answer(two, "", "/c.conf") is None
 
 
 def test_the_pod_smoke_of_the_node_is_picked_from_the_batches_of_its_play():
