@@ -57,7 +57,7 @@ lint() {
   step "lint: ansible-lint (production profile)" env "ANSIBLE_HOME=$top/.cache/ansible-home" ansible-lint --offline -q
   step "lint: ruff" bash -c 'ruff check . && ruff check lab/standins/kube-scheduler lab/standins/kubelet-static-pods lab/standins/crio \
     lab/standins/crictl/crictl lab/standins/nvidia-repo/files/nvidia-ctk lab/standins/nvidia-repo/files/nvidia-container-runtime \
-    lab/roles/lab_gpu_node/files/smoke-image.py'
+    lab/files/lab-image.py'
   step "lint: ansible-doc lists every kgn.gpu_nodes filter documented" bash -c \
     "ansible-doc -t filter -l kgn.gpu_nodes 2>&1 | grep -E '^kgn\.gpu_nodes\.' > $logs/filters.txt; cat $logs/filters.txt; \
      test -s $logs/filters.txt && ! grep -q UNDOCUMENTED $logs/filters.txt"

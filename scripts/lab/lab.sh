@@ -16,7 +16,7 @@ label=${KGN_LAB_LABEL:-kube-gpu-nodes.lab=1}
 
 # name image extra-docker-args...
 nodes=(
-  "kgn-cp-kubeadm bookworm"
+  "kgn-cp-kubeadm trixie engine:/var/lib/containerd"
   "kgn-cp-kubeasz bullseye"
   "kgn-gpu-docker bookworm engine:/var/lib/docker"
   "kgn-gpu-containerd trixie engine:/var/lib/containerd"
@@ -39,11 +39,15 @@ start_node() {  # start_node NAME SUITE [engine:/var/lib/ENGINE] [HOSTNAME (defa
         --cap-add SYS_ADMIN --cgroupns=host --tmpfs /run --tmpfs /tmp
         -v /sys/fs/cgroup:/sys/fs/cgroup:rw
         -v "$archive:/var/cache/apt/archives"
-        -v "$cache/nvidia-repo:/srv/kgn-nvidia-repo:ro")
+        -v "$cache/nvidia-repo:/srv/kgn-nvidia-repo:ro"
+        -v "$cache/kube:/srv/kgn-kube:ro")
   if [ "${extra%%:*}" = engine ]; then
-    # A container engine inside the node needs these (reference/test-harness.md); its state lives
-    # in a volume because overlayfs cannot hold another overlayfs.
-    args+=(--cap-add NET_ADMIN --security-opt seccomp=unconfined -v "$name-engine:${extra#engine:}")
+    # A container engine inside the node needs these; its state lives in a volume because overlayfs cannot hold
+    # another overlayfs. A real kubelet also needs /proc/sys writable (systempaths) and no AppArmor profile of the
+    # host on the node; runc 1.3 opens a container's mount namespace through /proc, which needs SYS_PTRACE (docs/lab.md,
+    # "A real kubelet in a container").
+    args+=(--cap-add NET_ADMIN --cap-add SYS_PTRACE --security-opt seccomp=unconfined --security-opt apparmor=unconfined
+           --security-opt systempaths=unconfined -v "$name-engine:${extra#engine:}")
   fi
   docker run "${args[@]}" "local/debian:$suite" >/dev/null
   echo "lab: started $name (local/debian:$suite)"
@@ -62,6 +66,7 @@ wait_booted() {
 
 up() {
   mkdir -p "$cache/nvidia-repo"
+  bash scripts/lab/kube-binaries.sh
   bash lab/standins/nvidia-repo/build.sh "$cache/nvidia-repo"
   for n in "${nodes[@]}"; do
     # shellcheck disable=SC2086
@@ -72,7 +77,7 @@ up() {
 }
 
 node() {  # node NAME SUITE [engine:/var/lib/ENGINE]
-  mkdir -p "$cache/nvidia-repo"
+  mkdir -p "$cache/nvidia-repo" "$cache/kube"
   # Every systemd node takes several inotify instances; at the default 128 per user the 20-odd-th
   # node container exits at boot without a word (bench/ starts 32 of them).
   if [ "$(sysctl -n fs.inotify.max_user_instances)" -lt 1024 ]; then
