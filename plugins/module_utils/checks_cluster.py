@@ -78,6 +78,52 @@ def _api(seen):
     return api if api.get("reachable") else None
 
 
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+STACK_PODS_CAUSES = [
+    cause("stack_image_not_pulled", when={"pulling": True},
+          cause=("{pod} ({daemonset}) cannot get its image {image}: {reason} ({message}); the node cannot reach the "
+                 "registry, the name or tag is wrong, or a pull secret is missing, and until it runs the stack "
+                 "does nothing on this node"),
+          fix=("`kubectl -n {namespace} describe pod {pod}`; mirror the image to a registry the node reaches (and "
+               "point the stack's image at it), or load it into the node's engine on an air-gapped node"),
+          source="https://kubernetes.io/docs/concepts/containers/images/#imagepullbackoff"),
+    cause("stack_pod_not_running", fallback=True,
+          cause="{pod} ({daemonset}) is {phase}: {reason} ({message})",
+          fix="`kubectl -n {namespace} describe pod {pod}` and the logs of its containers",
+          source="https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/"),
+]
+
+
+@check("stack_pods_running", "the stacks' pods on this node run", kinds=(GPU_NODE,), concerns=("stacks",),
+       causes=STACK_PODS_CAUSES)
+def stack_pods_running(seen, want, done):
+    """The pods of the project's DaemonSets on this node that do not run, as the API server shows them (an image
+    that cannot be pulled, a pod not scheduled, a failed one), one result per pod."""
+    if not want.get("stacks"):
+        return None
+    api = _api(seen)
+    if api is None:
+        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+    pods = api.get("stack_pods_not_running")
+    if pods is None:
+        return skipped(NOT_READ, node_name=api.get("node_name"))
+    if not pods:
+        return ok(f"no pod of the stacks' DaemonSets on {api.get('node_name')} is waiting or failed",
+                  node_name=api.get("node_name"))
+    results = []
+    for pod in pods:
+        first = (pod.get("waiting") or [{}])[0]
+        evidence = {"node_name": api.get("node_name"), "pod": pod["name"], "namespace": pod["namespace"],
+                    "daemonset": pod.get("daemonset"), "phase": pod.get("phase"), "image": first.get("image") or "",
+                    "reason": first.get("reason") or "unknown", "message": first.get("message") or "",
+                    "pulling": first.get("reason") in PULL_REASONS, "waiting": pod.get("waiting") or []}
+        image = f" ({evidence['image']})" if evidence["image"] else ""
+        results.append(failed(f"{pod['namespace']}/{pod['name']} {evidence['phase']}: {evidence['reason']}{image}",
+                              **evidence))
+    return results
+
+
 NODE_REGISTERED_CAUSES = [
     cause("node_not_registered",
           cause=("the API has no node named {node_name}: kubelet is not running, or the node "

@@ -181,8 +181,51 @@ def _daemonsets(items):
             args += [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
         status = item.get("status") or {}
         result.append({"name": meta.get("name"), "namespace": meta.get("namespace"), "args": args,
-                       "desired": status.get("desiredNumberScheduled", 0), "ready": status.get("numberReady", 0)})
+                       "desired": status.get("desiredNumberScheduled", 0), "ready": status.get("numberReady", 0),
+                       "managed": all((meta.get("labels") or {}).get(k) == v for k, v in catalog.MANAGED_BY.items())})
     return result
+
+
+def _words(text, limit=300):
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 3].rsplit(" ", 1)[0] + " ..."
+
+
+def _waiting(pod):
+    """Why each container of a pod does not run: [{container, image, reason, message}] (containerStatuses'
+    waiting or terminated state; a pod not scheduled yet has none: its PodScheduled condition says why)."""
+    status = pod.get("status") or {}
+    found = []
+    for entry in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        state = entry.get("state") or {}
+        detail = state.get("waiting") or state.get("terminated")
+        if detail and detail.get("reason") != "Completed":
+            found.append({"container": entry.get("name"), "image": entry.get("image"),
+                          "reason": detail.get("reason") or "", "message": _words(detail.get("message"))})
+    if not found:
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") != "True":
+                found.append({"container": "", "image": "", "reason": condition.get("reason") or "",
+                              "message": _words(condition.get("message"))})
+    return found
+
+
+def _stack_pods_not_running(raw, node_name, daemonsets):
+    """The pods of the project's own DaemonSets on ``node_name`` that do not run (phase not Running or Succeeded):
+    ``[{name, namespace, daemonset, phase, waiting}]``; None when the pods could not be read."""
+    entry = (raw or {}).get(NOT_RUNNING_PODS) or {}
+    if "json" not in entry:
+        return None
+    managed = {(d["namespace"], d["name"]) for d in daemonsets if d.get("managed")}
+    found = []
+    for pod in (entry["json"] or {}).get("items") or []:
+        meta = pod.get("metadata") or {}
+        owner = next((o.get("name") for o in meta.get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), None)
+        if (pod.get("spec") or {}).get("nodeName") != node_name or (meta.get("namespace"), owner) not in managed:
+            continue
+        found.append({"name": meta.get("name"), "namespace": meta.get("namespace"), "daemonset": owner,
+                      "phase": (pod.get("status") or {}).get("phase") or "", "waiting": _waiting(pod)})
+    return sorted(found, key=lambda p: (p["namespace"], p["name"]))
 
 
 def _deployments(items):
@@ -214,6 +257,10 @@ def _webhooks(items):
 # serve, such as resource.k8s.io's on a cluster without DRA, is said per kind, never a failed read).
 API_RESOURCES = ("nodes", "daemonsets.apps", "deployments.apps",
                  "mutatingwebhookconfigurations.admissionregistration.k8s.io", *checks_dra.API_RESOURCES)
+# ... and the pods that do not run (phase neither Running nor Succeeded), by a field selector the API server applies,
+# so a large cluster's running pods are never read: a stack pod whose image cannot be pulled is named on its node.
+NOT_RUNNING_PODS = "/api/v1/pods?fieldSelector=status.phase%21%3DRunning%2Cstatus.phase%21%3DSucceeded"
+API_RAW = (NOT_RUNNING_PODS,)
 
 
 def api_view(answer, node_name):
@@ -235,12 +282,14 @@ def api_view(answer, node_name):
         return (listed.get(resource) or {}).get("items") or []
 
     node = next((n for n in items("nodes") if (n.get("metadata") or {}).get("name") == node_name), None)
+    daemonsets = _daemonsets(items("daemonsets.apps"))
     return {
         "reachable": True, "error": "", "node_name": node_name,
         "node": None if node is None else {"labels": dict((node.get("metadata") or {}).get("labels") or {}),
                                            "annotations": dict((node.get("metadata") or {}).get("annotations") or {}),
                                            "allocatable": dict((node.get("status") or {}).get("allocatable") or {})},
-        "daemonsets": _daemonsets(items("daemonsets.apps")),
+        "daemonsets": daemonsets,
+        "stack_pods_not_running": _stack_pods_not_running(answer.get("raw"), node_name, daemonsets),
         "deployments": _deployments(items("deployments.apps")),
         "webhooks": _webhooks(items("mutatingwebhookconfigurations.admissionregistration.k8s.io")),
         "dra": checks_dra.api_part(listed),

@@ -113,6 +113,7 @@ def test_a_node_without_nvidia_dra_has_no_dra_check_and_a_dash_even_where_dra_is
 def test_the_api_reads_the_dra_kinds_once_with_the_others():
     role_vars = yaml.safe_load((ROOT / "roles/gpu_node_verify/vars/main.yml").read_text())
     assert role_vars["__gpu_node_verify_api_resources"] == list(verify.API_RESOURCES)
+    assert role_vars["__gpu_node_verify_api_raw"] == list(verify.API_RAW)
     assert {"resourceslices.resource.k8s.io", "deviceclasses.resource.k8s.io"} <= set(verify.API_RESOURCES)
 
 
