@@ -220,3 +220,47 @@ def pods_using(answer: object, prefix: str = "nvidia.com/") -> list:
                 found.append(f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}")
                 break
     return sorted(found)
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    """Whether a LabelSelector (matchLabels, matchExpressions) selects ``labels``; an empty selector selects all
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#resources-that-support-set-based-requirements)."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def blocking_budgets(pods: object, budgets: object) -> list:
+    """The PodDisruptionBudgets that keep the pods of a node from being evicted: of ``budgets`` (``kubectl get
+    poddisruptionbudgets -o json``), those in a pod's namespace whose selector selects it and that allow no
+    disruption now (``status.disruptionsAllowed`` 0), each ``{budget, pods, allowed, current_healthy,
+    desired_healthy}`` with ``budget`` and ``pods`` as "namespace/name" (the Eviction API refuses such an eviction
+    with HTTP 429, https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/)."""
+    found = {}
+    for budget in (budgets or {}).get("items") or []:
+        meta, status = budget.get("metadata") or {}, budget.get("status") or {}
+        if status.get("disruptionsAllowed", 0) > 0:
+            continue
+        selector = (budget.get("spec") or {}).get("selector")
+        for pod in (pods or {}).get("items") or []:
+            pod_meta = pod.get("metadata") or {}
+            if (selector is None or pod_meta.get("namespace") != meta.get("namespace")
+                    or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                    or not _selects(selector, pod_meta.get("labels") or {})):
+                continue
+            name = f"{meta.get('namespace')}/{meta.get('name')}"
+            entry = found.setdefault(name, {"budget": name, "pods": [], "allowed": status.get("disruptionsAllowed", 0),
+                                            "current_healthy": status.get("currentHealthy"),
+                                            "desired_healthy": status.get("desiredHealthy")})
+            entry["pods"].append(f"{pod_meta.get('namespace')}/{pod_meta.get('name')}")
+    return [found[k] for k in sorted(found)]

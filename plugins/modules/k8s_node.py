@@ -117,7 +117,7 @@ msg:
   type: str
 """
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import pods_using  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import blocking_budgets, pods_using  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
@@ -126,6 +126,18 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_A
 def _pods(kube, node, namespace=None, selector=None):
     return kube.get("pods", all_namespaces=not namespace, namespace=namespace, selector=selector,
                     field_selector=f"spec.nodeName={node}")
+
+
+def _blocked(kube, node):
+    """Which PodDisruptionBudgets keep the node's pods from being evicted, said after a drain that failed (kubectl
+    names the pod, and the API's refusal "would violate the pod's disruption budget", not the budget)."""
+    try:
+        budgets = blocking_budgets(_pods(kube, node), kube.get("poddisruptionbudgets.policy", all_namespaces=True))
+    except KgnError:
+        return ""
+    return "".join(f" PodDisruptionBudget {b['budget']} allows no disruption now ({b['current_healthy']} healthy, "
+                   f"{b['desired_healthy']} needed) and selects {', '.join(b['pods'])}: scale it up, or relax the "
+                   f"budget, then run again." for b in budgets)
 
 
 def main():
@@ -194,7 +206,8 @@ def main():
     except KgnError as err:
         left = f" The node stays cordoned ({'cordoned by this run' if result['cordoned'] else 'as it was'})." \
             if result["cordoned"] or before else ""
-        module.fail_json(msg=f"{node}: {err}.{left}", changed=result["cordoned"], **result)
+        blocked = _blocked(kube, node) if p["state"] == "drained" else ""
+        module.fail_json(msg=f"{node}: {err}.{blocked}{left}", changed=result["cordoned"], **result)
     words = [f"{node} {would}cordoned" if result["cordoned"] else f"{node} was already cordoned"]
     if result["drained"]:
         words.append(f"{would}drained" + (f" (pods using GPUs: {', '.join(result['gpu_pods'])})"

@@ -189,6 +189,52 @@ case_foreign_device_plugin() {
     || fail "our device plugin is not back"
 }
 
+case_drain_blocked_by_budget() {
+  say "a GPU job whose PodDisruptionBudget allows no eviction: the planned driver upgrade's drain stops naming the budget"
+  local kubectl='kubectl --kubeconfig /etc/kubernetes/admin.conf -n default' version
+  docker exec -i kgn-cp-kubeadm $kubectl apply -f - >/dev/null <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kgn-lab-train, labels: {app: kgn-lab-train}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: kgn-lab-train}}
+  template:
+    metadata: {labels: {app: kgn-lab-train}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $CTRD_NODE}
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: train, image: kgn-lab/gpu-smoke:local, imagePullPolicy: Never, command: [sleep, "3600"],
+         resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: kgn-lab-train}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: kgn-lab-train}}
+YAML
+  on kgn-cp-kubeadm "$kubectl rollout status deployment/kgn-lab-train --timeout=90s >/dev/null" \
+    || fail "the GPU job did not start on $CTRD_NODE (the stand-in device plugin, the real kubelet)"
+  version=$(on $CTRD_NODE "dpkg-query -W -f='\${Version}' nvidia-driver | sed 's/-[^-]*\$//'")
+  run drain-blocked playbooks/nvidia_driver_upgrade.yml --limit $CTRD_NODE -e gpu_driver_version="$version" \
+    -e kgn_upgrade_drain_timeout=15
+  grep -qE "^$CTRD_NODE +: .*failed=1" "$logs/drain-blocked.out" || fail "the blocked drain did not fail the node"
+  said drain-blocked "PodDisruptionBudget default/kgn-lab-train allows no disruption now"
+  said drain-blocked "The node stays cordoned (cordoned by this run)"
+  on kgn-cp-kubeadm "$kubectl get pods -l app=kgn-lab-train -o jsonpath='{.items[*].spec.nodeName}' | grep -qx $CTRD_NODE" \
+    || fail "the job's pod was evicted past its budget"
+  # undone as an operator would: the budget relaxed, the upgrade run again drains, changes no driver, uncordons
+  on kgn-cp-kubeadm "$kubectl delete pdb kgn-lab-train >/dev/null"
+  ok_run drain-after playbooks/nvidia_driver_upgrade.yml --limit $CTRD_NODE -e gpu_driver_version="$version" \
+    -e kgn_upgrade_drain_timeout=60
+  on kgn-cp-kubeadm "$kubectl delete deployment kgn-lab-train --wait=true >/dev/null"
+  on kgn-cp-kubeadm "kubectl --kubeconfig /etc/kubernetes/admin.conf get node $CTRD_NODE -o jsonpath='{.spec.unschedulable}' \
+    | grep -qv true" || fail "$CTRD_NODE is still cordoned after the run that drained it"
+  unchanged drain-again playbooks/nvidia_driver.yml --limit $CTRD_NODE
+}
+
 smoke_checks() {  # smoke_checks NODE:ENGINE_STATUS:ENGINE_CAUSE...: GPU nodes' smoke checks in the latest report
   python3 - "$top/reports/latest/report.json" "$@" <<'PY'
 import json, sys
@@ -423,7 +469,7 @@ case_kernel_update_build() {
 cases=(runtime_binary_gone runtime_injects_nothing containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
        scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin
        cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted
-       kernel_update)
+       kernel_update drain_blocked_by_budget)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;

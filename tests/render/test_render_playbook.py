@@ -81,10 +81,10 @@ def test_lab_toolkit_source_is_still_the_apt_list_only(lab):
         assert not (lab / host / "etc/yum.repos.d").exists()
 
 
-def test_lab_kubeasz_control_plane_gets_v1beta3_config_and_a_systemd_drop_in(lab):
+def test_lab_kubeasz_control_plane_gets_v1beta2_config_and_a_systemd_drop_in(lab):
     host = lab / "kgn-cp-kubeasz"
     config = yaml.safe_load((host / "etc/kubernetes/scheduler-policy-config.yaml").read_text())
-    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1beta3"
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1beta2"  # Kubernetes 1.22.3
     assert config["clientConnection"]["kubeconfig"] == "/etc/kubernetes/kube-scheduler.kubeconfig"
     assert [e["urlPrefix"].rsplit("/", 1)[-1] for e in config["extenders"]] == ["gpushare-scheduler"]
     drop_ins = list((host / "etc/systemd/system/kube-scheduler.service.d").glob("*.conf"))

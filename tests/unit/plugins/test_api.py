@@ -10,6 +10,7 @@ import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import (
     api_host,
     api_objects,
+    blocking_budgets,
     cluster_failures,
     cluster_members,
     node_list,
@@ -189,3 +190,31 @@ def test_pods_using_a_resource_prefix():
     assert pods_using(pods, "nvidia.com/") == ["ml/train"]
     with pytest.raises(KgnError, match="JSON"):
         pods_using("error: not json")
+
+
+def _pod(name, labels, namespace="default", phase="Running"):
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels}, "status": {"phase": phase}}
+
+
+def _budget(name, selector, allowed=0, namespace="default"):
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"selector": selector},
+            "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1}}
+
+
+def test_the_budgets_that_block_a_drain_are_those_that_select_a_pod_of_the_node_and_allow_no_disruption():
+    pods = {"items": [_pod("train-0", {"app": "train", "tier": "gpu"}), _pod("web-0", {"app": "web"}),
+                      _pod("done", {"app": "train"}, phase="Succeeded"), _pod("other-ns", {"app": "train"}, "ml")]}
+    budgets = {"items": [
+        _budget("train", {"matchLabels": {"app": "train"}}),
+        _budget("web", {"matchLabels": {"app": "web"}}, allowed=1),          # allows one: not blocking
+        _budget("gpu-tier", {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gpu"]}]}),
+        _budget("not-web", {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["train", "web"]}]}),
+        _budget("no-selector", None),                                        # selects nothing (policy/v1)
+    ]}
+    assert blocking_budgets(pods, budgets) == [
+        {"budget": "default/gpu-tier", "pods": ["default/train-0"], "allowed": 0, "current_healthy": 1,
+         "desired_healthy": 1},
+        {"budget": "default/train", "pods": ["default/train-0"], "allowed": 0, "current_healthy": 1,
+         "desired_healthy": 1},
+    ]
+    assert blocking_budgets({"items": []}, budgets) == []

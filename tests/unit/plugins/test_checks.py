@@ -63,6 +63,7 @@ API_OK = {
     "node_name": "gpu1",
     "node": {"labels": {"gpushare": "true"}, "allocatable": {"aliyun.com/gpu-mem": "14", "aliyun.com/gpu-count": "1"}},
     "daemonsets": [{"name": "gpushare-device-plugin-ds", "args": ["gpushare-device-plugin-v2", "--memory-unit=GiB"]}],
+    "stack_pods_not_running": [],
 }
 NODE_EXPECTED = {
     "host": "gpu1",
@@ -136,6 +137,7 @@ def test_healthy_gpu_node_is_ok_with_every_check_ok():
         "node_registered",
         "node_labels",
         "allocatable",
+        "stack_pods_running",
     }
 
 
@@ -419,16 +421,20 @@ def test_a_new_check_registers_with_its_causes_and_runs_in_order():
         del c.REGISTRY["test_dra_slices"]
 
 
-def test_daemonsets_are_reduced_to_name_and_args():
+def test_daemonsets_are_reduced_to_name_args_and_whether_the_project_deployed_them():
     items = [
         {
             "metadata": {"name": "ds", "namespace": "kube-system"},
             "spec": {"template": {"spec": {"containers": [{"command": ["plugin"], "args": ["--memory-unit=GiB"]}]}}},
             "status": {"desiredNumberScheduled": 1, "numberReady": 1},
-        }
+        },
+        {"metadata": {"name": "ours", "namespace": "kube-system",
+                      "labels": {"app.kubernetes.io/managed-by": "kube-gpu-nodes"}}},
     ]
     assert verify.api_view(_answer(daemonsets=items), "gpu1")["daemonsets"] == [
-        {"name": "ds", "namespace": "kube-system", "args": ["plugin", "--memory-unit=GiB"], "desired": 1, "ready": 1}
+        {"name": "ds", "namespace": "kube-system", "args": ["plugin", "--memory-unit=GiB"], "desired": 1, "ready": 1,
+         "managed": False},
+        {"name": "ours", "namespace": "kube-system", "args": [], "desired": 0, "ready": 0, "managed": True},
     ]
 
 
