@@ -724,7 +724,10 @@ def scheduler_plan(inputs: object, observed: object) -> dict:
                  "mode": "0644"}
         watch = [variant["path"], *unit_files, current["dropin"]]
         if inputs["prevalidate"] and variant["format"] == "kube_scheduler_configuration":
-            plan["prevalidate"] = [argv[0], "--config=%s", "--write-config-to=%s.out"]
+            # in a network namespace of its own: before it writes the config out, kube-scheduler binds its ports
+            # (10259; 10251 too up to 1.23, from the config's healthz/metrics addresses), which the running
+            # scheduler holds (kube-scheduler's runCommand, --write-config-to: tried on 1.22.3 and 1.36.3)
+            plan["prevalidate"] = ["unshare", "--net", argv[0], "--config=%s", "--write-config-to=%s.out"]
     plan.update(
         action="configure", left_alone=False, kubeconfig=kubeconfig,
         config={"path": variant["path"], "text": text, "existing_path": existing_path},

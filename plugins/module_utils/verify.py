@@ -378,16 +378,28 @@ def verify_expected(settings, states):
             "flag": variant.get("flag") or "--config",
             "config_path": variant.get("path") or "",
             "health_url": plan.get("health_url") or "",
-            # each stack's extender is recognised by its URL path (/gpushare-scheduler, /scheduler)
-            "extender_paths": [e["extender"]["path"] for e in entries.values() if e.get("extender")]
-            if wanted else [],
+            # each extender is recognised by its URL path (a stack's /gpushare-scheduler or /scheduler; a site's own
+            # from kube_scheduler_extender_extra_extenders), so a user's host/port choice does not matter here
+            "extender_paths": _extender_paths(entries, plan) if wanted else [],
             "state_missing": not plan,
-            "needs_extender": any(e.get("extender") for e in entries.values()),
+            "needs_extender": any(e.get("extender") for e in entries.values()) or bool(plan.get("extenders")),
             # a minor newer than the newest known one, run on that one's variant (kubernetes_version_allow_newer)
             "variant_minor": variant.get("variant_minor") if plan.get("newer_than_known") else "",
             "version_note": plan.get("version_note") or "",
         }
     return expected
+
+
+def _extender_paths(entries, plan):
+    """The URL paths of the extenders the scheduler's config must list: the stacks', then those of the recorded
+    plan's other extenders (a site's own, kube_scheduler_extender_extra_extenders)."""
+    paths = [e["extender"]["path"] for e in entries.values() if e.get("extender")]
+    for extender in plan.get("extenders") or []:
+        url = str((extender or {}).get("url_prefix") or (extender or {}).get("urlPrefix") or "").rstrip("/")
+        path = "/" + url.split("://", 1)[-1].split("/", 1)[1] if "/" in url.split("://", 1)[-1] else ""
+        if path and not any(p == path or path.endswith(p) for p in paths):
+            paths.append(path)
+    return paths
 
 
 def changes(states, kinds=("gpu_node", "control_plane")):

@@ -467,7 +467,8 @@ def _restart(module, plan):
 
 def _prevalidate(module, plan, fail):
     """Let the host's scheduler binary decode and validate the new config (--write-config-to exits before
-    serving); fail, changing nothing, when it refuses."""
+    serving), in a network namespace of its own (``unshare --net``, util-linux) so that the ports it binds first do
+    not collide with the running scheduler's; fail, changing nothing, when it refuses."""
     fd, candidate = tempfile.mkstemp(prefix=".kgn-scheduler-config-", suffix=".yaml")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -481,7 +482,7 @@ def _prevalidate(module, plan, fail):
     if rc != 0:
         said = "it does not exist" if rc is None else " / ".join(_error_lines((err or out or "").splitlines()))
         variant = plan["variant"]
-        fail(f"{argv[0]} (Kubernetes {plan['version']} variant {variant['api_version']}) refuses the new config, so "
+        fail(f"{argv[2]} (Kubernetes {plan['version']} variant {variant['api_version']}) refuses the new config, so "
              f"nothing was changed: {said}. Check kubernetes_version matches the scheduler binary and the extender "
              "settings")
 

@@ -102,6 +102,24 @@ def test_the_scheduler_expectation_comes_from_its_recorded_plan():
     assert left_alone["scheduler"]["extender_paths"] == []
 
 
+def test_a_sites_own_extender_is_expected_in_the_config_with_or_without_a_stack_that_needs_one():
+    """kube_scheduler_extender_extra_extenders reach the recorded plan's extenders: verify expects them in the
+    scheduler's config too (the lab's kubeadm cluster: the device plugin needs none, the site's own does)."""
+    plan = {"action": "configure", "health_url": "https://127.0.0.1:10259/healthz",
+            "variant": {"format": "kube_scheduler_configuration", "api_version": "kubescheduler.config.k8s.io/v1",
+                        "flag": "--config", "path": "/etc/kubernetes/scheduler-policy-config.yaml"},
+            "extenders": [{"url_prefix": "http://10.0.0.1:32766/gpushare-scheduler"},
+                          {"url_prefix": "http://127.0.0.1:32767/site-extender/", "ignorable": True}]}
+    both = verify_expected({"host": "cp", "kinds": ["control_plane"], "stacks": ["gpushare"]},
+                           {"kube_scheduler": {"plan": plan}})
+    assert both["scheduler"]["extender_paths"] == ["/gpushare-scheduler", "/site-extender"]
+    plan["extenders"] = plan["extenders"][1:]
+    own = verify_expected({"host": "cp", "kinds": ["control_plane"], "stacks": ["nvidia_device_plugin"]},
+                          {"kube_scheduler": {"plan": plan}})
+    assert own["scheduler"]["extender_paths"] == ["/site-extender"] and own["scheduler"]["needs_extender"]
+    assert _scheduler_cell({}, own, []) == "v1 (--config)"
+
+
 def test_only_a_run_that_is_a_check_as_a_whole_has_pending_concerns():
     states = {"kube_scheduler": {"plan": {}, "changed": True, "check_mode": True},
               "stacks": {"changed": True, "check_mode": True}, "node_labels": {"changed": False, "check_mode": True},

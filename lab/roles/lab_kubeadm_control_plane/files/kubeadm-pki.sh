@@ -17,8 +17,15 @@ key() { [ -s "$1" ] || { openssl genrsa -out "$1" 2048 2>/dev/null; echo "create
 ca() {  # ca NAME CN
   key "$pki/$1.key"
   [ -s "$pki/$1.crt" ] && return 0
-  openssl req -x509 -new -key "$pki/$1.key" -subj "/CN=$2" -days "$days" -sha256 -out "$pki/$1.crt" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign"
+  # self-signed with only these extensions: `req -x509` would add openssl.cnf's own too, and Go before 1.17 (so
+  # Kubernetes 1.22) refuses a certificate with an extension twice
+  local ext
+  ext=$(mktemp)
+  printf '%s\n' "basicConstraints=critical,CA:TRUE" "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign" \
+    "subjectKeyIdentifier=hash" >"$ext"
+  openssl req -new -key "$pki/$1.key" -subj "/CN=$2" 2>/dev/null |
+    openssl x509 -req -signkey "$pki/$1.key" -days "$days" -sha256 -extfile "$ext" -out "$pki/$1.crt" 2>/dev/null
+  rm -f "$ext"
   echo "created $pki/$1.crt"
 }
 
