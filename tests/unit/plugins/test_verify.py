@@ -105,6 +105,8 @@ def test_the_scheduler_expectation_comes_from_its_recorded_plan():
 def test_a_sites_own_extender_is_expected_in_the_config_with_or_without_a_stack_that_needs_one():
     """kube_scheduler_extender_extra_extenders reach the recorded plan's extenders: verify expects them in the
     scheduler's config too (the lab's kubeadm cluster: the device plugin needs none, the site's own does)."""
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.report import _scheduler_cell
+
     plan = {"action": "configure", "health_url": "https://127.0.0.1:10259/healthz",
             "variant": {"format": "kube_scheduler_configuration", "api_version": "kubescheduler.config.k8s.io/v1",
                         "flag": "--config", "path": "/etc/kubernetes/scheduler-policy-config.yaml"},
