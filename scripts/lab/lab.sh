@@ -102,6 +102,10 @@ down() {
   ids=$(docker ps -aq --filter "label=$label")
   [ -z "$ids" ] || docker rm -f $ids >/dev/null
   for n in "${nodes[@]}"; do docker volume rm -f "${n%% *}-engine" >/dev/null 2>&1 || true; done
+  # a real kubelet puts its pods' cgroups under a root of its own in the host's tree (kgn-lab-<node>, docs/lab.md):
+  # empty once the node is gone, removed deepest first
+  find /sys/fs/cgroup/*/ -maxdepth 1 -name 'kgn-lab-*' -type d -print0 2>/dev/null |
+    xargs -0 -r -I{} find {} -depth -type d -exec rmdir {} + 2>/dev/null || true
   echo "lab: removed the node containers (caches kept in $cache)"
 }
 
