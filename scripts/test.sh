@@ -111,6 +111,7 @@ images() {
   step "setup: docker daemon and node images" bash -c \
     'bash scripts/lab/ensure-docker.sh && bash scripts/lab/build-images.sh' || finish
   step "setup: stand-in NVIDIA apt repository" bash lab/standins/nvidia-repo/build.sh /var/cache/kgn-lab/nvidia-repo
+  step "setup: Kubernetes binaries from the mirror folder, checked" bash scripts/lab/kube-binaries.sh
 }
 
 molecule_all() {

@@ -43,11 +43,11 @@ start_node() {  # start_node NAME SUITE [engine:/var/lib/ENGINE] [HOSTNAME (defa
         -v "$cache/kube:/srv/kgn-kube:ro")
   if [ "${extra%%:*}" = engine ]; then
     # A container engine inside the node needs these; its state lives in a volume because overlayfs cannot hold
-    # another overlayfs. A real kubelet also needs /proc/sys writable (systempaths) and no AppArmor profile of the
-    # host on the node; runc 1.3 opens a container's mount namespace through /proc, which needs SYS_PTRACE (docs/lab.md,
-    # "A real kubelet in a container").
+    # another overlayfs. A real kubelet also needs no AppArmor profile of the host on the node, and runc 1.3 opens a
+    # container's mount namespace through /proc, which needs SYS_PTRACE (docs/lab.md, "A real kubelet in a
+    # container"). /proc/sys stays read-only: the machine's kernel settings are never the lab's to change.
     args+=(--cap-add NET_ADMIN --cap-add SYS_PTRACE --security-opt seccomp=unconfined --security-opt apparmor=unconfined
-           --security-opt systempaths=unconfined -v "$name-engine:${extra#engine:}")
+           -v "$name-engine:${extra#engine:}")
   fi
   docker run "${args[@]}" "local/debian:$suite" >/dev/null
   echo "lab: started $name (local/debian:$suite)"

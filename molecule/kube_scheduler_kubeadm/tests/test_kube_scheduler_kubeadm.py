@@ -1,4 +1,7 @@
-"""kube_scheduler_extender on a kubeadm-style node: config, patched static pod, healthy stand-in scheduler."""
+"""kube_scheduler_extender on a real kubeadm control plane (v1.36.3): config, patched static pod, and the real
+kube-scheduler that the real kubelet recreated from it, running that config (its own /configz) and healthy."""
+
+import json
 
 import yaml
 
@@ -58,21 +61,41 @@ def test_manifest_mounts_the_config_read_only_from_the_host(host):
 
 
 def test_backups_are_outside_the_manifests_folder(host):
-    assert host.run("ls -A /etc/kubernetes/manifests").stdout.split() == ["kube-scheduler.yaml"]
+    # a backup in the folder would be run by the kubelet as one more static pod
+    assert sorted(host.run("ls -A /etc/kubernetes/manifests").stdout.split()) == [
+        "etcd.yaml", "kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml"]
     backups = host.run("ls -A /etc/kubernetes/kgn-backups").stdout.split()
     assert any(name.startswith("kube-scheduler.yaml.") for name in backups)
     assert host.file("/etc/kubernetes/kgn-backups").mode == 0o700
 
 
-def test_standin_scheduler_is_healthy_with_the_new_flags(host):
+CONFIGZ = (
+    "python3 -c \"import ssl,urllib.request;c=ssl._create_unverified_context();"
+    "c.load_cert_chain('/etc/kubernetes/pki/kubelets/admin.crt','/etc/kubernetes/pki/kubelets/admin.key');"
+    "print(urllib.request.urlopen('https://127.0.0.1:10259/configz',context=c,timeout=5).read().decode())\""
+)
+KUBECTL = "kubectl --kubeconfig /etc/kubernetes/admin.conf"
+
+
+def test_the_real_scheduler_runs_the_config_on_disk_healthy(host):
     assert host.check_output(HEALTHZ) == "ok"
-    status = yaml.safe_load(host.file("/var/lib/kubelet-standin/kube-scheduler.json").content_string)
-    assert status["state"] == "running"
-    cmdline = host.file(f"/proc/{status['pid']}/cmdline").content_string.split("\0")
+    pid = host.check_output("pgrep -xo kube-scheduler")
+    cmdline = host.file(f"/proc/{pid}/cmdline").content_string.split("\0")
     assert f"--config={CONFIG}" in cmdline
-    log = host.file("/var/lib/kubelet-standin/kube-scheduler.log").content_string
-    last_run = log.rsplit("--- stand-in kubelet: start", 1)[1]
-    assert f"using config {CONFIG} (kubescheduler.config.k8s.io/v1), 1 extender(s)" in last_run
+    running = json.loads(host.check_output(CONFIGZ))["componentconfig"]
+    on_disk = yaml.safe_load(host.file(CONFIG).content_string)
+    assert [e["urlPrefix"] for e in running["extenders"]] == [e["urlPrefix"] for e in on_disk["extenders"]]
+
+
+def test_the_mirror_pod_shows_the_patched_static_pod(host):
+    """The API server's mirror pod of the static pod: what the kubelet runs, as kubectl shows it."""
+    node = host.check_output("hostname")
+    # the last run of side_effect recreated the pod moments ago: its startup probe waits 10 s before it is Ready
+    host.run_expect([0], f"{KUBECTL} -n kube-system wait --for=condition=Ready pod/kube-scheduler-{node} --timeout=2m")
+    pod = json.loads(host.check_output(f"{KUBECTL} -n kube-system get pod kube-scheduler-{node} -o json"))
+    assert f"--config={CONFIG}" in pod["spec"]["containers"][0]["command"]
+    assert pod["status"]["phase"] == "Running"
+    assert all(c["ready"] for c in pod["status"]["containerStatuses"])
 
 
 def test_side_effect_left_no_restart_annotation_and_a_copy_of_the_removed_config(host):

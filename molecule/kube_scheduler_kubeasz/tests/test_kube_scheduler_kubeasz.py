@@ -1,4 +1,7 @@
-"""kube_scheduler_extender on a kubeasz-style node (systemd unit): config, drop-in, healthy stand-in scheduler."""
+"""kube_scheduler_extender on a real kubeasz-style control plane (systemd unit, kube-scheduler 1.22.3): config,
+drop-in, and the real scheduler running that config (its own /configz), healthy."""
+
+import json
 
 import yaml
 
@@ -26,11 +29,11 @@ def _running_args(host):
     return argv[argv.index("/opt/kube/bin/kube-scheduler") + 1 :]
 
 
-def test_config_is_the_v1beta3_document_for_the_detected_1_23(host):
+def test_config_is_the_v1beta2_document_for_the_detected_1_22(host):
     config = host.file(CONFIG)
     assert config.exists and config.user == "root" and config.mode == 0o644
     doc = yaml.safe_load(config.content_string)
-    assert doc["apiVersion"] == "kubescheduler.config.k8s.io/v1beta3"  # 1.23: v1beta3 (docs/versions.md A2b)
+    assert doc["apiVersion"] == "kubescheduler.config.k8s.io/v1beta2"  # 1.22: v1beta2 (docs/versions.md A2b)
     assert doc["clientConnection"]["kubeconfig"] == "/etc/kubernetes/kube-scheduler.kubeconfig"
     [extender] = doc["extenders"]
     assert extender["urlPrefix"].endswith(":32766/gpushare-scheduler")
@@ -56,11 +59,21 @@ def test_running_scheduler_has_every_original_flag_and_the_config_flag_once(host
     assert len(args) == len(KUBEASZ_FLAGS) + 1
 
 
-def test_standin_scheduler_is_healthy_on_the_secure_port(host):
+CONFIGZ = (
+    "python3 -c \"import ssl,urllib.request;c=ssl._create_unverified_context();"
+    "c.load_cert_chain('/etc/kubernetes/pki/kubelets/admin.crt','/etc/kubernetes/pki/kubelets/admin.key');"
+    "print(urllib.request.urlopen('https://127.0.0.1:10259/configz',context=c,timeout=5).read().decode())\""
+)
+
+
+def test_the_real_scheduler_runs_the_config_on_disk_healthy_on_the_secure_port(host):
     assert host.service("kube-scheduler.service").is_running
     assert host.check_output(HEALTHZ) == "ok"
-    journal = host.check_output("journalctl -u kube-scheduler.service -o cat --no-pager")
-    assert f"using config {CONFIG} (kubescheduler.config.k8s.io/v1beta3), 1 extender(s)" in journal
+    assert host.check_output("/opt/kube/bin/kube-scheduler --version") == "Kubernetes v1.22.3"
+    running = json.loads(host.check_output(CONFIGZ))["componentconfig"]
+    on_disk = yaml.safe_load(host.file(CONFIG).content_string)
+    # 1.22 serves its internal config type, whose fields keep their Go names
+    assert [e["URLPrefix"] for e in running["Extenders"]] == [e["urlPrefix"] for e in on_disk["extenders"]]
 
 
 def test_side_effect_removal_left_copies_of_what_it_removed(host):
