@@ -18,6 +18,8 @@ report for a host that stopped earlier in the run, with what that host gathered)
 The checks are registered in checks_*.py (imported below, in report order).
 """
 
+from urllib.parse import urlsplit
+
 # Importing the check modules registers their checks; this order is their order in the report.
 # isort: off
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_run  # noqa: F401
@@ -395,9 +397,9 @@ def _extender_paths(entries, plan):
     plan's other extenders (a site's own, kube_scheduler_extender_extra_extenders)."""
     paths = [e["extender"]["path"] for e in entries.values() if e.get("extender")]
     for extender in plan.get("extenders") or []:
-        url = str((extender or {}).get("url_prefix") or (extender or {}).get("urlPrefix") or "").rstrip("/")
-        path = "/" + url.split("://", 1)[-1].split("/", 1)[1] if "/" in url.split("://", 1)[-1] else ""
-        if path and not any(p == path or path.endswith(p) for p in paths):
+        path = urlsplit(str((extender or {}).get("url_prefix") or (extender or {}).get("urlPrefix") or "")).path
+        path = path.rstrip("/")
+        if path and not any(path.endswith(p) for p in paths):
             paths.append(path)
     return paths
 

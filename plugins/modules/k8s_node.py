@@ -12,7 +12,9 @@ description:
     way.
   - V(cordoned) marks the node unschedulable. V(drained) cordons it and evicts its pods (DaemonSet pods stay) with
     C(kubectl drain), whose evictions go through the Eviction API and so respect PodDisruptionBudgets; an eviction a
-    budget forbids is retried until O(timeout), then the module fails naming the pod (the node stays cordoned).
+    budget forbids is retried until O(timeout), then the module fails naming the pod and each PodDisruptionBudget
+    that allows no disruption and selects a pod still on the node, with its healthy and needed counts (the node
+    stays cordoned).
   - With O(drain_when=gpu_pods) a node is cordoned and drained only when a pod on it asks for an C(nvidia.com/)
     resource, or when O(busy) says the GPUs the change touches run processes; otherwise nothing is done.
   - V(schedulable) uncordons the node. V(pods_restarted) deletes the node's pods that O(selector) selects in

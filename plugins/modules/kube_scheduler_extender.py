@@ -480,7 +480,8 @@ def _prevalidate(module, plan, fail):
             if os.path.exists(path):
                 os.unlink(path)
     if rc != 0:
-        said = "it does not exist" if rc is None else " / ".join(_error_lines((err or out or "").splitlines()))
+        said = ("it could not be run: unshare (util-linux) is not installed" if rc is None
+                else " / ".join(_error_lines((err or out or "").splitlines())))
         variant = plan["variant"]
         fail(f"{argv[2]} (Kubernetes {plan['version']} variant {variant['api_version']}) refuses the new config, so "
              f"nothing was changed: {said}. Check kubernetes_version matches the scheduler binary and the extender "
