@@ -21,39 +21,29 @@ def field_bytes(number, data):
     return varint(number << 3 | 2) + varint(len(data)) + data
 
 
+def _read_varint(buf, pos):
+    """The varint that starts at ``pos``, and the position after it."""
+    value, shift = 0, 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
 def fields(buf):
     """Every field of a protobuf message as (number, value): bytes for length-delimited, int for varint."""
     pos, found = 0, []
     while pos < len(buf):
-        key, shift = 0, 0
-        while True:
-            byte = buf[pos]
-            pos += 1
-            key |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
+        key, pos = _read_varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, shift = 0, 0
-            while True:
-                byte = buf[pos]
-                pos += 1
-                value |= (byte & 0x7F) << shift
-                shift += 7
-                if not byte & 0x80:
-                    break
+            value, pos = _read_varint(buf, pos)
         elif wire == 2:
-            length, shift = 0, 0
-            while True:
-                byte = buf[pos]
-                pos += 1
-                length |= (byte & 0x7F) << shift
-                shift += 7
-                if not byte & 0x80:
-                    break
-            value = buf[pos:pos + length]
-            pos += length
+            length, pos = _read_varint(buf, pos)
+            value, pos = buf[pos:pos + length], pos + length
         elif wire == 1:
             value, pos = buf[pos:pos + 8], pos + 8
         elif wire == 5:
