@@ -49,6 +49,13 @@ def _message(result):
     return " ".join(str(msg).split())[:2000]
 
 
+def _timed_out(result):
+    """Whether Ansible stopped the task at its timeout (ansible-core 2.19 marks the result ``timedout``; 2.16 says
+    only "failed to execute in the expected time frame")."""
+    data = result._result or {}
+    return bool(data.get("timedout")) or "failed to execute in the expected time frame" in str(data.get("msg") or "")
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -126,6 +133,9 @@ class CallbackModule(CallbackBase):
             "task": result._task.get_name(),
             "unreachable": unreachable,
             "msg": _message(result),
+            # the task's timeout (kgn_task_timeout) stopped it: the host hung, it did not say no
+            "timed_out": _timed_out(result),
+            "timeout": getattr(result._task, "timeout", None) or 0,
         }
         self._variables.set_nonpersistent_facts(host, {"kgn_run_failure": self._recorded[host]})
 

@@ -5,6 +5,7 @@ node registered, its labels, its allocatable GPU resources and the GPUs a stack'
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
+    CONTROL_PLANE,
     GPU_NODE,
     NO_API,
     NO_GPU,
@@ -18,6 +19,32 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION
 
 PLUGIN = ("nvidia_container_toolkit", "container_runtime", "node_labels", "stacks")
+
+
+API_ANSWERS_CAUSES = [
+    cause("api_server_down",
+          cause=("the cluster's API server{at} did not answer: {error}. Nothing this run asks of the "
+                 "cluster was done or checked there: labels, the stacks' apply, the pod smoke, the node's "
+                 "registration and its GPU resources"),
+          fix=("bring the API server back (on a kubeadm control plane: `crictl ps -a --name kube-apiserver` and its"
+               " logs, the kubelet that runs it, etcd; a systemd one: `systemctl status kube-apiserver`), or point "
+               "kube_api_host / kube_api_kubeconfig at one that answers; then re-run site.yml"),
+          source="https://kubernetes.io/docs/tasks/debug/debug-cluster/ (a cluster that does not answer)"),
+]
+
+
+@check("api_answers", "the cluster's API server answers", kinds=(GPU_NODE, CONTROL_PLANE), causes=API_ANSWERS_CAUSES)
+def api_answers(seen, want, done):
+    """Asked only when the run read an API for this host (an inventory without any, or a render, reads none)."""
+    api = seen.get("api") or {}
+    if not api.get("read") and not api.get("reachable"):
+        return None
+    if api.get("reachable"):
+        return ok("the API server answered")
+    server = api.get("server") or ""
+    error = " ".join(str(api.get("error") or "no answer").split())
+    return failed(f"the API server{' ' + server if server else ''} did not answer: {error}",
+                  server=server, at=f" at {server}" if server else "", error=error)
 
 
 DEVICE_PLUGIN_SOCKET_CAUSES = [

@@ -18,6 +18,14 @@ CAUSES = [
     cause("host_unreachable", when={"unreachable": True},
           cause="Ansible could not reach the host ({where}): {msg}",
           fix="check that the host is up and that Ansible can log in (address, user, key, Python), then re-run"),
+    cause("host_timed_out", when={"timed_out": True},
+          cause="{where} did not finish within kgn_task_timeout ({timeout} s), so Ansible stopped waiting for this "
+                "host and went on with the others: the host hung mid-task (a stuck NFS mount, a frozen kernel or "
+                "VM, a paused container, a package manager waiting on a lock that never frees)",
+          fix="look at the host itself (its console, `dmesg`, processes in state D); once it answers, re-run "
+              "site.yml: the next run finds and finishes what this one left (raise kgn_task_timeout only if the "
+              "task was slow, not hung)",
+          source="https://docs.ansible.com/ansible/latest/reference_appendices/playbooks_keywords.html (timeout)"),
     cause("host_failed", fallback=True,
           cause="{where} failed on this host, so the steps after it did not run there: {msg}",
           fix="fix what the message names and re-run; what the steps before it recorded is judged below"),
@@ -34,7 +42,10 @@ def host_reached(seen, want, done):
     where = f"task '{failure.get('task')}' of play '{failure.get('play')}'"
     evidence = {"known": True, "where": where, "play": failure.get("play"), "task": failure.get("task"),
                 "unreachable": bool(failure.get("unreachable")), "msg": failure.get("msg") or "",
+                "timed_out": bool(failure.get("timed_out")), "timeout": failure.get("timeout") or "?",
                 "failure": failure}
+    if evidence["timed_out"]:
+        return failed(f"hung: {where} did not finish within {evidence['timeout']} s and was stopped", **evidence)
     if failure.get("unreachable"):
         return failed(f"unreachable: {failure.get('msg')}", **evidence)
     return failed(f"failed in {where}: {failure.get('msg')}", **evidence)

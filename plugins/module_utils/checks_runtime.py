@@ -24,6 +24,7 @@ def _engine(seen):
 
 def _evidence(runtime, engine, data):
     registered = list(data.get("runtimes") or [])
+    later = data.get("default_set_by") or {}
     return {
         "engine": engine,
         "active": data.get("active", True),
@@ -39,6 +40,13 @@ def _evidence(runtime, engine, data):
         "dropin": data.get("dropin") or "",
         "dropin_orphaned": bool(data.get("dropin_orphaned")),
         "toolkit_installed": runtime.get("toolkit_installed"),
+        # the file of the node, read after ours, that decides the default runtime (runtime.runtime_plan)
+        "default_set_by": later.get("path") or "",
+        "default_set_key": later.get("key") or "",
+        "default_set_value": later.get("value") or "",
+        "default_ours": later.get("ours") or "",
+        "default_set_table": bool(later.get("table")),
+        "default_config": later.get("config") or "",
     }
 
 
@@ -100,7 +108,17 @@ RUNTIME_REGISTERED_CAUSES = [
                "/etc/containerd/config.toml backup"),
           source=("containerd CRI plugin configuration, "
                   "https://github.com/containerd/containerd/blob/main/docs/cri/config.md")),
-    cause("docker_nvidia_missing", when={"engine": "docker", "answered": True},
+    cause("docker_config_file_elsewhere", when={"engine": "docker", "answered": True,
+                                               "default_set_key": "--config-file"},
+          cause=("{default_set_by} starts dockerd with --config-file={default_set_value}, so dockerd reads that "
+                 "file, not {default_ours}, where this project writes the nvidia runtime"),
+          fix=("set nvidia_container_runtime_docker_config: {default_set_value} and re-run "
+               "playbooks/nvidia_container_runtime.yml (it merges the runtime into that file); or remove "
+               "--config-file from the ExecStart in {default_set_by}"),
+          source=("Docker daemon configuration file (--config-file), "
+                  "https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file")),
+    cause("docker_nvidia_missing", when={"engine": "docker", "answered": True,
+                                         "default_set_key": {"not": "--config-file"}},
           cause=("Docker has no nvidia runtime (runtimes: {runtimes}): /etc/docker/daemon.json lacks a"
                  " \"runtimes\" entry named \"nvidia\", or nvidia-container-toolkit (nvidia-docker2 for "
                  "Docker < 19.03) is not installed"),
@@ -109,8 +127,21 @@ RUNTIME_REGISTERED_CAUSES = [
                " --runtime=docker --set-as-default`"),
           source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; docs/versions.md "
                   "B1 [ISS-NVD-1035]")),
+    cause("containerd_table_replaced_later",
+          when={"engine": "containerd", "answered": True, "default_set_table": True},
+          cause=("{default_set_by} has a [plugins.\"io.containerd.grpc.v1.cri\"] table and containerd reads it "
+                 "after this project's {default_ours}: containerd 1.x takes a plugin's whole table from the last "
+                 "file that has it, so the nvidia runtime (and the default) of {default_ours} are dropped. "
+                 "{default_config} was not rewritten"),
+          fix=("move that table's settings into {default_config} (this project copies its CRI table into "
+               "{default_ours}) and remove the table from {default_set_by}, or make containerd read it before "
+               "{default_ours}; then re-run playbooks/nvidia_container_runtime.yml"),
+          source=("containerd v1.7.24 services/server/config/config.go mergeConfig (a plugin's table replaced "
+                  "whole), https://github.com/containerd/containerd/issues/5837; docs/versions.md, B3b. A config "
+                  "file after ours")),
     cause("containerd_nvidia_removed",
-          when={"engine": "containerd", "answered": True, "backup_mentions_nvidia": True, "dropin_orphaned": False},
+          when={"engine": "containerd", "answered": True, "backup_mentions_nvidia": True, "dropin_orphaned": False,
+                "default_set_table": False},
           cause=("the nvidia runtime was removed from containerd's config after it had been configured"
                  " (a backup of {config_path} still has it): edited by hand, or the file was rewritten"
                  " by another installer (`containerd config default > {config_path}`, a "
@@ -180,7 +211,30 @@ def runtime_registered(seen, want, done):
 
 
 RUNTIME_DEFAULT_CAUSES = [
-    cause("docker_default_not_nvidia", when={"engine": "docker", "nvidia_registered": True},
+    cause("docker_default_flag", when={"engine": "docker", "default_set_key": "--default-runtime"},
+          cause=("{default_set_by} starts dockerd with --default-runtime={default_set_value}, so Docker's default "
+                 "runtime is \"{default_runtime}\": daemon.json was not set back. This project sets "
+                 "\"default-runtime\" in {default_ours}, and dockerd refuses to start when an option is both a flag "
+                 "and in daemon.json, so the run refused to change it"),
+          fix=("choose one (this project does not override a unit's ExecStart): remove --default-runtime from the "
+               "ExecStart in {default_set_by} (for a packaged unit, with a drop-in in "
+               "/etc/systemd/system/docker.service.d/ that resets ExecStart= and repeats the command without it) and "
+               "re-run playbooks/nvidia_container_runtime.yml; or keep that default and set "
+               "nvidia_container_runtime_set_default: false (GPU pods then need a RuntimeClass with handler nvidia)"),
+          source=("Docker daemon configuration file (a flag and the same option in daemon.json: dockerd does not "
+                  "start), https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file; "
+                  "docs/versions.md, B3b. A config file after ours")),
+    cause("docker_config_file_flag", when={"engine": "docker", "default_set_key": "--config-file"},
+          cause=("{default_set_by} starts dockerd with --config-file={default_set_value}, so dockerd reads that "
+                 "file, not {default_ours}, where this project writes the nvidia runtime; Docker's default runtime "
+                 "is \"{default_runtime}\""),
+          fix=("set nvidia_container_runtime_docker_config: {default_set_value} and re-run "
+               "playbooks/nvidia_container_runtime.yml (it merges the runtime into that file); or remove "
+               "--config-file from the ExecStart in {default_set_by}"),
+          source=("Docker daemon configuration file (--config-file), "
+                  "https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file")),
+    cause("docker_default_not_nvidia", when={"engine": "docker", "nvidia_registered": True,
+                                            "default_set_by": {"nonempty": False}},
           cause=("Docker's default runtime is \"{default_runtime}\", not nvidia: \"default-runtime\" in "
                  "/etc/docker/daemon.json was set back by hand or the file was replaced. Kubernetes "
                  "starts the device plugin with the default runtime, so it logs \"Failed to initialize "
@@ -192,13 +246,29 @@ RUNTIME_DEFAULT_CAUSES = [
                " pod <device-plugin pod>`) so it starts again under nvidia"),
           source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
                   "https://github.com/NVIDIA/k8s-device-plugin/issues/168")),
-    cause("docker_default_without_runtime", when={"engine": "docker", "nvidia_registered": False},
+    cause("docker_default_without_runtime", when={"engine": "docker", "nvidia_registered": False,
+                                                 "default_set_by": {"nonempty": False}},
           cause=("Docker's default runtime is \"{default_runtime}\" and the nvidia runtime is not even "
                  "registered"),
           fix="fix \"nvidia runtime registered\" first (playbooks/nvidia_container_runtime.yml sets both)",
           source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; docs/versions.md "
                   "B2")),
-    cause("containerd_default_not_nvidia", when={"engine": "containerd"},
+    cause("containerd_default_set_later", when={"engine": "containerd", "default_set_by": {"nonempty": True}},
+          cause=("{default_set_by} sets {default_set_key} = \"{default_set_value}\" and containerd reads it after "
+                 "this project's {default_ours} (it reads {default_config}, then each import in order, a glob's "
+                 "files sorted by name, then the imports of those files; the last file that sets a key wins), so "
+                 "containerd runs \"{default_runtime}\" by default. {default_config} was not rewritten: a later "
+                 "file of the node (an admin's, another installer's) has the last word"),
+          fix=("choose one (this project does not override a later file, and its run refuses naming it): remove "
+               "default_runtime_name from {default_set_by}; or make containerd read it before {default_ours} (rename "
+               "it to sort before it when one glob imports both, or list it before it in the imports of "
+               "{default_config}); or keep that default and set nvidia_container_runtime_set_default: false (GPU "
+               "pods then need a RuntimeClass with handler nvidia). Then re-run "
+               "playbooks/nvidia_container_runtime.yml and restart the device plugin pod on this node"),
+          source=("containerd v2.1.0 cmd/containerd/server/config/config.go LoadConfigWithPlugins and resolveImports, "
+                  "https://github.com/containerd/containerd/blob/v2.1.0/cmd/containerd/server/config/config.go "
+                  "(v1.7.24: services/server/config/config.go); docs/versions.md, B3b. A config file after ours")),
+    cause("containerd_default_not_nvidia", when={"engine": "containerd", "default_set_by": {"nonempty": False}},
           cause=("containerd's CRI default_runtime_name is \"{default_runtime}\", not nvidia: "
                  "{config_path} was changed by hand or rewritten by another installer (a fresh "
                  "`containerd config default` sets runc)"),
@@ -207,7 +277,19 @@ RUNTIME_DEFAULT_CAUSES = [
           source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
                   "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
                   "another installer)")),
-    cause("crio_default_not_nvidia", when={"engine": "crio"},
+    cause("crio_default_set_later", when={"engine": "crio", "default_set_by": {"nonempty": True}},
+          cause=("{default_set_by} sets [crio.runtime] default_runtime = \"{default_set_value}\" and CRI-O reads it "
+                 "after this project's drop-in {default_ours} ({default_config} first, then every file of the "
+                 "drop-in folder in lexical order; the last file that sets a key wins), so CRI-O runs "
+                 "\"{default_runtime}\" by default: the drop-in is there, a later one overrides it"),
+          fix=("choose one (this project does not override a later drop-in, and its run refuses naming it): remove "
+               "default_runtime from {default_set_by}; or rename it to sort before {default_ours}; or keep that "
+               "default and set nvidia_container_runtime_set_default: false (GPU pods then need a RuntimeClass with "
+               "handler nvidia). Then re-run playbooks/nvidia_container_runtime.yml"),
+          source=("CRI-O crio.conf.d(5) (configuration precedence), "
+                  "https://github.com/cri-o/cri-o/blob/v1.33.0/docs/crio.conf.d.5.md; cri-o v1.33.0 "
+                  "pkg/config/config.go UpdateFromPath")),
+    cause("crio_default_not_nvidia", when={"engine": "crio", "default_set_by": {"nonempty": False}},
           cause=("CRI-O's default_runtime is \"{default_runtime}\", not nvidia (drop-in missing or "
                  "overridden)"),
           fix=("re-run playbooks/nvidia_container_runtime.yml (writes the /etc/crio/crio.conf.d drop-in) and "

@@ -8,17 +8,12 @@ controller-side filter passes in the hosts' variables and the roles' argument sp
 
 from __future__ import annotations
 
-import ipaddress
-import re
-
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels, mig, runtime, scheduler, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import inputs, mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
     ALLOW_NEWER,
     KUBERNETES_SUPPORTED,
-    kubernetes_minor,
-    parse_version,
     version_string,
 )
 
@@ -70,7 +65,7 @@ CONTRACT = {
         "description": "run the gpushare device plugin with MPS (stacks and labels read it)",
     },
     "gpu_driver_version": {
-        "type": "str", "default": "",
+        "type": "str", "default": "", "check": inputs.driver_version,
         "values": '`""` (keep what is installed in the branch, else the newest) or e.g. `"535.216.01"`',
         "description": "the NVIDIA driver version to pin (the driver role and verify read it)",
     },
@@ -78,6 +73,18 @@ CONTRACT = {
         "type": "str", "default": "",
         "values": '`""` (the cluster\'s first control-plane host) or an inventory host',
         "description": "the host that runs kubectl for this host's cluster (labels, stacks, verify, upgrades)",
+    },
+    "kube_node_name": {
+        "type": "str", "default": "", "check": inputs.node_name,
+        "values": '`""` (the inventory name) or the name `kubectl get nodes` lists',
+        "description": "the host's Kubernetes Node name, when it is not its inventory name (labels, MIG, the "
+                       "drain and verify read it)",
+    },
+    "kgn_task_timeout": {
+        "type": "int", "default": 1800, "check": inputs.seconds,
+        "values": "default `1800` (seconds)",
+        "description": "the longest one task may run on a host: a host that hangs mid-task (a stuck mount, a frozen "
+                       "kernel) fails alone, the others go on, and the report names it (docs/operations.md)",
     },
     "kube_api_kubeconfig": {
         "type": "str", "default": DEFAULT_KUBECONFIG,
@@ -94,8 +101,7 @@ REQUIRED_GROUPS = ("kube_control_plane", "gpu_nodes")
 # Ansible's own per-host names, never the inventory's
 MAGIC = {"inventory_file", "inventory_dir", "inventory_hostname", "inventory_hostname_short", "group_names",
          "groups", "playbook_dir", "omit", "role_names", "play_hosts", "hostvars", "environment"}
-DRIVER_VERSION = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
-TYPES = {"str": str, "list": list, "dict": dict, "bool": bool, "raw": object}
+TYPES = {"str": str, "list": list, "dict": dict, "bool": bool, "int": int, "raw": object}
 
 
 def near(a: str, b: str) -> bool:
@@ -124,6 +130,9 @@ def value_problems(host: str, variables: dict) -> list:
             problems.append(f"{host}: {name} is empty (YAML reads a blank value as null); write {hint} "
                             f"explicitly or remove the line ({spec['description']})")
             continue
+        if spec["type"] == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            problems.append(f"{host}: {name} is {value!r}; write a whole number (unquoted)")
+            continue
         if spec["type"] == "bool" and not isinstance(value, bool):
             problems.append(f"{host}: {name} is {value!r}; write true or false")
             continue
@@ -133,6 +142,9 @@ def value_problems(host: str, variables: dict) -> list:
         choices = spec.get("choices")
         if choices and spec["type"] == "str" and value not in choices:
             problems.append(f"{host}: {name} is {value!r}; accepted values: {', '.join(choices)}")
+            continue
+        if spec.get("check") and value != spec.get("default"):
+            problems += [f"{host}: {text}" for text in spec["check"](name, value)]
     if "kubernetes_version" in variables and variables["kubernetes_version"] is not None:
         try:
             scheduler.scheduler_variant(variables["kubernetes_version"], variables.get(ALLOW_NEWER) is True)
@@ -140,105 +152,25 @@ def value_problems(host: str, variables: dict) -> list:
             problems.append(f"{host}: kubernetes_version: {err}")
     if "nvidia_mig_layout" in variables and variables["nvidia_mig_layout"] is not None:
         problems += [f"{host}: {problem}" for problem in mig.layout_problems(variables["nvidia_mig_layout"])]
-    version = variables.get("gpu_driver_version")
-    if isinstance(version, str) and version and not DRIVER_VERSION.match(version):
-        problems.append(f"{host}: gpu_driver_version is {version!r}; write NVIDIA's version, e.g. \"535.216.01\", "
-                        'or "" to keep the installed one')
     return problems
 
 
-# RFC 1123: a Kubernetes node name is a DNS subdomain, a namespace a DNS label.
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"^(?=.{{1,253}}$){_DNS_LABEL}(\.{_DNS_LABEL})*$")
-_DNS_LABEL_RE = re.compile(rf"^{_DNS_LABEL}$")
+def strict_problems(host: str, name: str, value, option: dict) -> list:
+    """What Ansible's argument spec validator would convert quietly in a role input (module_utils/inputs.py)."""
+    return [f"{host}: {text}" for text in inputs.strict_type_problems(name, value, option)]
 
 
-def _node_name(name, value):
-    if isinstance(value, str) and _DNS_SUBDOMAIN.match(value):
-        return []
-    return [f"{name} is {value!r}; a Kubernetes node name is lower-case letters, digits, '-' and '.' (RFC 1123, at "
-            f"most 253 characters), as `kubectl get nodes` lists it"]
-
-
-def _namespace(name, value):
-    if isinstance(value, str) and _DNS_LABEL_RE.match(value):
-        return []
-    return [f"{name} is {value!r}; a namespace is lower-case letters, digits and '-' (RFC 1123, at most 63)"]
-
-
-def _ip_or_empty(name, value):
-    try:
-        if value == "" or ipaddress.ip_address(value):
-            return []
-    except ValueError:
-        pass
-    return [f"{name} is {value!r}; write the node's IP address, or \"\" to use the default-route address"]
-
-
-def _version_or_empty(name, value):
-    if value == "":
-        return []
-    try:
-        parse_version(value, name)
-    except KgnError as err:
-        return [str(err)]
-    return []
-
-
-def _driver_version(name, value):
-    if value == "" or (isinstance(value, str) and DRIVER_VERSION.match(value)):
-        return []
-    return [f"{name} is {value!r}; write NVIDIA's version, e.g. \"535.216.01\", or \"\" to keep the installed one"]
-
-
-def _kubernetes_version(name, value):
-    """A role's own copy of the Kubernetes version: well-formed and not older than the oldest supported (a minor
-    newer than the newest known is the modules' to refuse, as they know the role's allow_newer opt-in)."""
-    if value == "":
-        return []
-    try:
-        kubernetes_minor(value, name, newest=False)
-    except KgnError as err:
-        return [str(err)]
-    return []
-
-
-def _images(name, value):
-    return [f"{name}: {key} is {image!r}; write an image reference such as registry.example.com/repo/name:tag"
-            for key, image in (value or {}).items()
-            if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image)]
-
-
-# Role inputs whose values the argument specs cannot check (free-form strings and mappings): checked here, in the
-# first play, by the same functions the modules use, so a bad value stops the run before any host is touched.
-INPUT_CHECKS = {
-    "gpu_node_labels_extra": lambda name, value: labels.extra_label_problems(value, name),
-    "gpu_node_verify_extra_labels": lambda name, value: labels.extra_label_problems(value, name),
-    "gpu_node_labels_node_name": _node_name,
-    "gpu_node_verify_node_name": _node_name,
-    "nvidia_mig_node_name": _node_name,
-    "gpu_sharing_stacks_namespace": _namespace,
-    "nvidia_mig_device_plugin_namespace": _namespace,
-    "kube_scheduler_extender_node_ip": _ip_or_empty,
-    "nvidia_driver_version": _driver_version,
-    "gpu_node_verify_driver_version": _driver_version,
-    "cuda_toolkit_driver_version": _driver_version,
-    "cuda_toolkit_version": _version_or_empty,
-    "nvidia_container_toolkit_version": _version_or_empty,
-    "kube_scheduler_extender_kubernetes_version": _kubernetes_version,
-    "gpu_sharing_stacks_kubernetes_version": _kubernetes_version,
-    "nvidia_container_runtime_kubernetes_version": _kubernetes_version,
-    "gpu_sharing_stacks_images": _images,
-}
-
-
-def input_problems(host: str, values: dict) -> list:
-    """What is wrong with the role inputs an inventory gives (beyond their argument specs' types and choices)."""
+def input_problems(host: str, values: dict, options: dict, waivable=()) -> list:
+    """What is wrong with the role inputs an inventory gives, beyond their argument specs' types and choices:
+    each value by its name (module_utils/inputs.py) and waivers against verify's checks (``waivable``)."""
     problems = []
     for name, value in values.items():
-        check = INPUT_CHECKS.get(name)
-        if check is not None and value is not None:
-            problems += [f"{host}: {text}" for text in check(name, value)]
+        if name.endswith("_waived_checks"):
+            texts = inputs.waiver_problems(name, value, waivable)
+        else:
+            check = inputs.check_of(name, (options.get(name) or {}).get("type", ""))
+            texts = check(name, value) if check is not None else []
+        problems += [f"{host}: {text}" for text in texts]
     return problems
 
 

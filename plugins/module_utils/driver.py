@@ -16,10 +16,13 @@ import re
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import lifecycle
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_choice import (
     AUTO,
+    SOURCES,
     adopted_choice,
     choose_branch,
     choose_flavour,
+    choose_source,
     gpu_needs,
+    os_words,
 )
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_kernels import kernel_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
@@ -32,7 +35,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import (
 )
 
 HEADER = "# Written by kube-gpu-nodes (nvidia_driver).\n"
-SOURCES = ("distro", "cuda_repo", "runfile")
+# nvidia_driver_source: auto (the default: the OS's own packages where it ships the driver, NVIDIA's CUDA repository
+# where it ships none; driver_choice.choose_source), or one of SOURCES (imported from driver_choice).
+SOURCE_CHOICES = (AUTO, *SOURCES)
 KERNEL_MODULES = ("proprietary", "open")
 # Every branch NVIDIA's lifecycle page names, and the ones after it seen in NVIDIA's repositories (590, 620):
 # what the CUDA repository can offer (driver_choice picks among them by lifecycle and GPU).
@@ -296,9 +301,23 @@ def _platform(observed_os: dict) -> "tuple[str, dict]":
     return key, PLATFORMS[key]
 
 
+def source_choice(requested: object, observed_os: object) -> dict:
+    """nvidia_driver_source decided for the node's OS, and why: {source, how, why, words} (auto resolved by
+    driver_choice.choose_source; an explicit source kept as asked). The OS is required, as for every plan."""
+    key = platform_key(observed_os)
+    return choose_source(requested, observed_os, key, PLATFORMS.get(key), list(PLATFORMS))
+
+
+def _with_source(inputs: dict, observed: dict) -> "tuple[dict, dict]":
+    """The inputs with ``source`` decided (auto resolved from the node's OS), and the record of why."""
+    record = source_choice(inputs.get("source"), observed.get("os") or {})
+    return {**inputs, "source": record["source"]}, record
+
+
 def _check_inputs(inputs: dict) -> None:
-    if inputs.get("source") not in SOURCES:
-        raise _fail(f"nvidia_driver_source is {inputs.get('source')!r}; it must be one of {', '.join(SOURCES)}")
+    if inputs.get("source") not in SOURCE_CHOICES:
+        raise _fail(f"nvidia_driver_source is {inputs.get('source')!r}; it must be one of "
+                    f"{', '.join(SOURCE_CHOICES)}")
     if inputs.get("existing", "auto") not in EXISTING:
         raise _fail(f"nvidia_driver_existing is {inputs.get('existing')!r}; it must be one of {', '.join(EXISTING)}")
     if inputs.get("kernel_module") not in (*KERNEL_MODULES, AUTO):
@@ -337,8 +356,10 @@ def _runfile_branch(inputs: dict) -> str:
 def resolve(inputs: dict, observed: dict, today: object = None, adopted: "dict | None" = None) -> "tuple[dict, dict]":
     """The inputs with ``branch`` and ``kernel_module`` decided (auto resolved, explicit ones checked against the
     node's GPUs), and the record of why: {branch: choose_branch(), kernel_module: choose_flavour(), ...}. With
-    ``adopted`` (the driver found on the node and kept) both are what the node shows."""
+    ``adopted`` (the driver found on the node and kept) both are what the node shows. ``source`` auto is resolved
+    from the node's OS (source_choice)."""
     _check_inputs(inputs)
+    inputs, _ = _with_source(inputs, observed)
     key, platform = _platform(observed.get("os") or {})
     needs = gpu_needs(observed.get("gpu") if "gpu" in observed else None)
     record = {"platform": key, "gpus_unknown": needs["unknown"], "gpus_recorded": needs["known"]}
@@ -351,6 +372,10 @@ def resolve(inputs: dict, observed: dict, today: object = None, adopted: "dict |
         resolved = {**inputs, "branch": branch["branch"], "kernel_module": flavour["flavour"], "version": ""}
         return resolved, {**record, "branch": branch, "kernel_module": flavour}
     source = inputs["source"]
+    if source == "distro" and not platform["distro_branches"]:
+        raise _fail(f"nvidia_driver_source=distro is not available on {key}: it has no distribution driver packages "
+                    f"({os_words(observed.get('os'), key)} ships no NVIDIA driver). Use "
+                    "nvidia_driver_source=auto (the default: NVIDIA's CUDA repository here), cuda_repo or runfile")
     driver = observed.get("driver") or {}
     packages = observed.get("packages") or {}
     installed = ("" if not driver.get("owned", True) else
@@ -404,6 +429,7 @@ def driver_packages(inputs: object, observed: object, today: object = None, adop
     return {
         "platform": key,
         "family": platform["family"],
+        "source": source,
         "branch": branch,
         "kernel_module": flavour,
         "choice": choice,
@@ -680,6 +706,8 @@ def driver_plan(inputs: object, observed: object) -> dict:
     inputs, observed = dict(inputs), dict(observed or {})
     assumed: list = []
     _check_inputs(inputs)
+    # auto: the OS's own packages where it ships the driver, NVIDIA's CUDA repository where it ships none
+    inputs, source_record = _with_source(inputs, observed)
     today = inputs.get("today")
     driver = observed.get("driver") or {}
     adopt = adopted_driver(str(inputs.get("existing") or "auto"), driver, inputs["source"])
@@ -733,6 +761,8 @@ def driver_plan(inputs: object, observed: object) -> dict:
     plan = {
         **basics,
         "source": source,
+        # which source and why: "source: cuda_repo (the default for Rocky Linux 10: ...)"
+        "source_choice": source_record,
         "branch": branch,
         "version": str(inputs.get("version") or ""),
         "kernel_module": flavour,

@@ -1,11 +1,15 @@
-"""Which driver branch and kernel module flavour a node gets: ``nvidia_driver_branch: auto`` and
-``nvidia_driver_kernel_module: auto``, and the refusals of explicit choices that cannot drive the node's GPUs.
+"""Which driver source, branch and kernel module flavour a node gets: ``nvidia_driver_source: auto``,
+``nvidia_driver_branch: auto`` and ``nvidia_driver_kernel_module: auto``, and the refusals of explicit choices
+that cannot drive the node's GPUs.
 
 Pure functions over plain data (Python 3.6 grammar: they run on the nodes inside the nvidia_driver module).
 The facts come from nvidia.py (what each GPU needs: first and last branch, open modules supported or
 required) and lifecycle.py (which branches NVIDIA still supports); what each OS's source offers is in
 driver.PLATFORMS. docs/driver-branches.md gives every row's source.
 
+  choose_source    auto: the distribution's own packages where the OS ships the driver (Debian, Ubuntu), NVIDIA's
+                   CUDA repository where it ships none (RHEL and its rebuilds, as NVIDIA's driver installation
+                   guide installs it there); an explicit source is kept as asked
   gpu_needs        what the node's GPUs need: the first branch that drives them all, the last one, and which
                    GPUs need the open or the proprietary modules
   choose_branch    auto: the installed branch when it drives the GPUs, else the newest branch NVIDIA still
@@ -18,10 +22,62 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import lifecycle, nv
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 AUTO = "auto"
+SOURCES = ("distro", "cuda_repo", "runfile")
+# Where NVIDIA documents its CUDA repository as the way to install the driver on an OS that ships none: the
+# driver installation guide lists the distributions it installs on with the repository of each (RHEL, Rocky
+# Linux, AlmaLinux and Oracle Linux 8 to 10: rhel8, rhel9, rhel10; its "Kernel Modules" page has the dnf
+# commands); EL 7 is no longer in it, NVIDIA's RHEL 7 packaging guide describes the rhel7 repository's branch
+# packages. docs/driver-branches.md, "The default source".
+NVIDIA_GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/introduction.html"
+NVIDIA_GUIDE_EL7 = "https://developer.download.nvidia.com/compute/github-demos/yum-packaging-nvidia-driver/guide-rhel7"
 
 
 def _fail(message):
     return KgnError(f"nvidia_driver: {message}")
+
+
+def os_words(os_release, platform_key):
+    """'Rocky Linux 10', 'Ubuntu 24.04', 'Debian 12' (the os-release ID when the lifecycle table has no name)."""
+    os_id = str((os_release or {}).get("id") or "").lower()
+    version = str((os_release or {}).get("version_id") or "")
+    name = (lifecycle.OS_RELEASES.get(os_id) or {}).get("name") or os_id
+    shown = version if os_id == "ubuntu" else version.split(".")[0]
+    return f"{name} {shown}".strip() if name else platform_key
+
+
+def choose_source(requested, os_release, platform_key, platform, known=()):
+    """The driver source and why: {source, how, why, words}.
+
+    ``requested``: nvidia_driver_source (auto, distro, cuda_repo or runfile); ``os_release``: the node's
+    os-release {id, version_id, id_like}; ``platform_key`` and ``platform``: the node's row of driver.PLATFORMS
+    (``platform`` None when the OS is not in the table, ``known`` the table's keys). auto takes the distribution's
+    own packages where the OS ships the driver (the platform has distro branches: Debian, Ubuntu), NVIDIA's CUDA
+    repository where it ships none (RHEL, Rocky Linux, AlmaLinux, Oracle Linux, CentOS 7). An explicit source is
+    kept as asked. Raises KgnError for a value outside the choices, and for auto on an OS outside the table,
+    naming nvidia_driver_source and its choices."""
+    requested = str(requested or AUTO)
+    choices = ", ".join((AUTO, *SOURCES))
+    if requested not in (AUTO, *SOURCES):
+        raise _fail(f"nvidia_driver_source is {requested!r}; it must be one of {choices}")
+    if requested != AUTO:
+        why = f"asked: nvidia_driver_source={requested}"
+        return {"source": requested, "how": "asked", "why": why, "words": f"source: {requested} ({why})"}
+    named = os_words(os_release, platform_key)
+    if not platform:
+        raise _fail(f"nvidia_driver_source=auto: no default source for {named} ({platform_key}), an OS the role "
+                    f"does not install the driver on (it supports {', '.join(known) or 'none'}). "
+                    f"nvidia_driver_source must be one of {choices}")
+    if platform.get("distro_branches"):
+        branches = sorted(platform["distro_branches"], key=int)
+        carries = f"branch{'es' if len(branches) > 1 else ''} {', '.join(branches)}"
+        why = (f"the default for {named}: the distribution packages the NVIDIA driver itself ({carries}); "
+               "nvidia_driver_source=cuda_repo takes NVIDIA's CUDA repository instead")
+        return {"source": "distro", "how": AUTO, "why": why, "words": f"source: distro ({why})"}
+    guide = (f"NVIDIA's RHEL 7 packaging guide, {NVIDIA_GUIDE_EL7}" if platform_key == "RedHat-7"
+             else f"NVIDIA's driver installation guide, {NVIDIA_GUIDE}")
+    why = (f"the default for {named}: the distribution ships no NVIDIA driver; NVIDIA's CUDA repository "
+           f"{platform.get('cuda_repo_distro')}, as documented in {guide}")
+    return {"source": "cuda_repo", "how": AUTO, "why": why, "words": f"source: cuda_repo ({why})"}
 
 
 def _name(row):

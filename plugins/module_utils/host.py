@@ -149,7 +149,8 @@ def changed_since(paths, started):
         return []
     late = []
     for path in paths:
-        info = stat(path)
+        # the file the process reads: a symlinked config counts by its target's time, not the link's
+        info = stat(os.path.realpath(path))
         # one second of slack: a file written in the same second as the restart was read by it
         if info and info["mtime"] > started + 1:
             late.append(path)
@@ -244,11 +245,52 @@ def run_locked(module, what, run):
         module.fail_json(msg=str(err))
 
 
-def say(module, assumed=(), repaired=(), problems=()):
-    """Show what a render had to assume, what a run repaired and what it could not, as the run's warnings."""
+def say(module, assumed=(), repaired=(), problems=(), linked=()):
+    """Show what a render had to assume, what a run repaired and what it could not, and the user's symlinks it
+    wrote through (change.links), as the run's warnings."""
+    for item in linked:
+        module.warn(item)
     for item in assumed:
         module.warn(f"assumed: {item}")
     for item in repaired:
         module.warn(f"repaired: {item}")
     for item in problems:
         module.warn(f"not repaired: {item}")
+
+
+# Where systemd looks for a unit's drop-in folders <unit>.d (systemd.unit(5), "Unit File Load Path").
+DROPIN_BASES = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+                "/usr/lib/systemd/system", "/lib/systemd/system")
+
+
+def systemd_unit(module, unit):
+    """A systemd unit as the next daemon-reload loads it: ``{name, load_state, fragment, dropins (in systemd's
+    order), need_daemon_reload, exec_start (what systemd runs now), texts (path -> text)}``."""
+    properties = "--property=LoadState,FragmentPath,DropInPaths,NeedDaemonReload,ExecStart"
+    rc, out, _ = run(module, ["systemctl", "show", properties, unit], timeout=20)
+    props = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line) if rc == 0 else {}
+    # What the next daemon-reload loads (every restart of this module reloads first): the drop-ins systemd lists that
+    # still exist, and the *.conf files now in the unit's drop-in folders (one written by an interrupted run of ours,
+    # one an admin added or renamed since the last reload).
+    listed = (props.get("DropInPaths") or "").split()
+    folders = {os.path.dirname(path) for path in listed} | {f"{base}/{unit}.d" for base in DROPIN_BASES}
+    on_disk = [os.path.join(folder, name) for folder in sorted(folders) if os.path.isdir(folder)
+               for name in sorted(os.listdir(folder)) if name.endswith(".conf")]
+    dropins = [path for path in listed if os.path.isfile(path)] + [path for path in on_disk if path not in listed]
+    fragment = props.get("FragmentPath") or ""
+    return {
+        "name": unit,
+        "load_state": props.get("LoadState") or "unknown",
+        "fragment": fragment,
+        "dropins": dropins,
+        "need_daemon_reload": props.get("NeedDaemonReload") == "yes",
+        # what systemd itself runs (loaded units only: a daemon-reload may be pending), for the record and messages
+        "exec_start": shown_argv(props.get("ExecStart") or ""),
+        "texts": {path: read(path) for path in [fragment, *dropins] if path},
+    }
+
+
+def shown_argv(value):
+    """The argv of `systemctl show --property=ExecStart` ("{ path=... ; argv[]=/bin/x --a --b ; ... }"), or "" """
+    match = re.search(r"argv\[\]=(.*?) ;", value)
+    return match.group(1).strip() if match else ""

@@ -121,6 +121,11 @@ class Kubectl:
             raise KubeError(self.fail_words(args, rc, out, err))
         return out
 
+    def server(self):
+        """The API server's URL in the kubeconfig ("" when kubectl cannot say): read locally, no request is made."""
+        rc, out, _ = self.run(["config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"])
+        return out.strip() if rc == 0 else ""
+
     def ready(self):
         """``(True, "")`` when the API server says it is ready, else ``(False, why)``."""
         rc, out, err = self.run(["get", "--raw", "/readyz"])

@@ -165,6 +165,17 @@ def _check_labels(labels, what):
         raise KgnError(problems[0])
 
 
+# Keys this project writes itself: GPU Feature Discovery's names (nvidia.com/gpu.*, cuda.*, mig.*, mps.*), the
+# model label, and each stack's selector labels. An extra label with one of them would be overwritten by the next
+# run, or would put a stack's pods on a node the inventory did not give that stack.
+_OWN_PREFIXES = ("nvidia.com/gpu.", "nvidia.com/cuda.", "nvidia.com/mig.", "nvidia.com/mps.")
+
+
+def _own_key(key):
+    selectors = {k for entry in stack_catalog._CATALOG.values() for k in (entry.get("node_labels") or {})}
+    return key.startswith(_OWN_PREFIXES) or key == "accelerator" or key in selectors
+
+
 def extra_label_problems(extra, what="gpu_node_labels_extra"):
     """What is wrong with the extra labels an inventory asks for: invalid keys or values, and keys under a
     prefix Kubernetes or this project reserves (checked in the first play, before any host is touched)."""
@@ -178,6 +189,9 @@ def extra_label_problems(extra, what="gpu_node_labels_extra"):
             owner = "this project's own bookkeeping" if prefix == "kube-gpu-nodes.io/" else "Kubernetes core components"
             problems.append(f"{what}: {key!r} uses the prefix {prefix}, which is reserved for {owner}; "
                             f"choose a prefix of your own (e.g. example.com/{key.split('/', 1)[1]})")
+        elif _own_key(key):
+            problems.append(f"{what}: {key!r} is a label this project sets itself (from the node's GPUs or its "
+                            "stacks); leave it out: the run sets it and verify checks it")
     return problems
 
 
@@ -333,6 +347,12 @@ def _desired(host, s, node, assumed):
     return desired
 
 
+def _some(names, most=10):
+    """At most ``most`` names, and how many more."""
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
+
+
 def _node_plan(host, settings, api, listed, duplicates):
     entry = {"node_name": host, "status": "refused", "reason": "", "desired": {}, "patch": {}, "set": {},
              "removed": [], "foreign": [], "problems": [], "assumed": []}
@@ -344,7 +364,7 @@ def _node_plan(host, settings, api, listed, duplicates):
             problems += node_gpu_problems(s["gpu_facts"], s["stacks"], s["sharing"], s["gpushare_mps"])
         if s["node_name"] in duplicates:
             problems.append(f"the inventory hosts {' and '.join(duplicates[s['node_name']])} all map to the node "
-                            f"{s['node_name']}; give each its own gpu_node_labels_node_name")
+                            f"{s['node_name']}; give each its own kube_node_name")
         if problems:
             entry.update(problems=problems, reason="; ".join(problems))
             return entry
@@ -356,7 +376,8 @@ def _node_plan(host, settings, api, listed, duplicates):
             return entry
         if api["reachable"] and node is None:
             entry.update(status="not registered",
-                         reason=f"node {s['node_name']} is not registered with the API server")
+                         reason=f"node {s['node_name']} is not registered with the API server, which lists "
+                                f"{_some(sorted(listed)) or 'no node'}; set kube_node_name for {host} to its Node name")
             return entry
         if api["reachable"] is None:
             entry["assumed"].append(

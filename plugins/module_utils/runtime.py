@@ -8,10 +8,16 @@ the host plan. Facts cite the source keys of docs/versions.md (section B), e.g. 
 import copy
 import fnmatch
 import json
+import posixpath
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli, _tomli_w
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, require_text, to_plain
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (
+    scheduler_flag_value,
+    systemd_exec_start,
+    systemd_exec_start_files,
+)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import VersionError, parse_version
 
 NVIDIA_RUNTIME = "nvidia"
@@ -789,6 +795,267 @@ def dropin_orphaned(config_text: object, dropin_path: str, dropin_text: object) 
     return not any(fnmatch.fnmatch(dropin_path, str(pattern)) for pattern in imports)
 
 
+# --- the file that sets the default runtime last ---------------------------------------------------------------
+# Each engine reads several files, and the last one that sets the default runtime decides it. When that file is not
+# ours (an admin's file, another installer's) no restart makes nvidia the default: the run refuses before it changes
+# anything, naming the file, what it sets and the choices (docs/versions.md, "B3b. A config file after ours"). This
+# project does not override a later file, as it does not override a later systemd drop-in of kube-scheduler.
+
+CRIO_DEFAULT_KEY = "[crio.runtime] default_runtime"
+DOCKER_UNIT_HOW = ("for a packaged unit, with a drop-in in /etc/systemd/system/docker.service.d/ that resets "
+                   "ExecStart= and repeats the command without it")
+SET_DEFAULT_OFF = ("or keep that default and set nvidia_container_runtime_set_default: false (nvidia stays registered "
+                   "but is not the default: GPU pods, the device plugin's included, then need a RuntimeClass whose "
+                   "handler is nvidia)")
+
+
+def _sorted_paths(paths: object) -> list:
+    """Paths in the order Go lists them (filepath.Glob and filepath.Walk read each folder sorted by name): by their
+    components, so that /a/b/x comes before /a/b.d/x."""
+    return sorted(paths, key=lambda path: path.split("/"))
+
+
+def glob_match(pattern: str, path: str) -> bool:
+    """Go's filepath.Match on a whole path: ``*``, ``?`` and ``[...]`` never match ``/``; ``[^...]`` negates."""
+    parts, names = pattern.split("/"), path.split("/")
+    return len(parts) == len(names) and all(
+        fnmatch.fnmatchcase(name, part.replace("[^", "[!")) for part, name in zip(parts, names))
+
+
+def _clean(path: str) -> str:
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("/") else path
+
+
+def containerd_imports(parent: str, imports: object, glob: object) -> "list[tuple[str, str]]":
+    """``[(path, entry)]``: the files an ``imports`` list of ``parent`` names, as containerd resolves them (v1.7.24
+    services/server/config/config.go and v2.1.0 cmd/containerd/server/config/config.go, resolveImports): each entry
+    cleaned, a relative one taken from the folder of ``parent``, one with ``*`` expanded by ``glob(pattern)`` (Go's
+    filepath.Glob: the matches sorted; ``?`` or ``[`` alone are not globs there), the others as they are."""
+    found = []
+    for entry in imports if isinstance(imports, list) else []:
+        path = _clean(str(entry))
+        if not path.startswith("/"):
+            path = _clean(posixpath.join(posixpath.dirname(parent), path))
+        if "*" in path:
+            found.extend((match, str(entry)) for match in glob(path))
+        else:
+            found.append((path, str(entry)))
+    return found
+
+
+def containerd_load_order(config_path: str, texts: object) -> list:
+    """``[{path, document, importer, entry}]``: the files containerd reads, in its order (v2.1.0
+    cmd/containerd/server/config/config.go LoadConfigWithPlugins, v1.7.24 services/server/config/config.go
+    LoadConfig): the main config, then its imports in order, then the imports of the first imported file, and so on
+    (a queue: an import's imports come after every file queued before them); a file already read is not read
+    again. ``texts``: ``{path: text or None}``, every file that exists (a glob matches among them). A missing or
+    unreadable file is left out: containerd refuses to start on it, with its own error."""
+    texts = _mapping(texts, "containerd_load_order: the files")
+    known = [path for path, text in texts.items() if text is not None]
+
+    def glob(pattern):
+        return _sorted_paths(path for path in known if glob_match(pattern, path))
+
+    order, loaded, pending = [], set(), [(config_path, None, None)]
+    while pending:
+        (path, importer, entry), pending = pending[0], pending[1:]
+        if path in loaded:
+            continue
+        loaded.add(path)
+        try:
+            document = toml_parse(texts.get(path), path) if texts.get(path) is not None else None
+        except KgnError:
+            document = None
+        if document is None:
+            continue
+        order.append({"path": path, "document": document, "importer": importer, "entry": entry})
+        pending.extend((child, path, line) for child, line in containerd_imports(path, document.get("imports"), glob))
+    return order
+
+
+def _containerd_default_in(document: dict, version: "tuple[int, int, int]", builtin: str) -> "dict | None":
+    """What one file does to the CRI default runtime: ``{key, value, table}`` or None when it leaves it alone.
+
+    containerd 2.x migrates every file to its own config version before merging it (a version 2 file's
+    ``io.containerd.grpc.v1.cri`` table becomes ``io.containerd.cri.v1.runtime``; plugins/cri/runtime/plugin.go
+    configMigration) and then merges key by key, an empty value changing nothing (mergo.WithOverride). containerd
+    1.x reads ``io.containerd.grpc.v1.cri`` and takes a plugin's whole table from the last file that has it
+    (mergeConfig: ``to.Plugins[k] = v``; containerd#5837): a file with that table but no default_runtime_name sets
+    it back to the built-in default."""
+    if version >= (2, 0, 0):
+        file_version = document.get("version", 1)
+        if isinstance(file_version, bool) or file_version not in (1, 2, 3, 4):
+            return None
+        plugin = _cri_plugin(file_version)
+        value = _dig(document, ["plugins", plugin, "containerd"]).get("default_runtime_name")
+        if not isinstance(value, str) or not value:
+            return None
+        return {"key": f'plugins."{plugin}".containerd.default_runtime_name', "value": value, "table": False}
+    plugin = _cri_plugin(2)
+    if not isinstance((document.get("plugins") or {}).get(plugin), dict):
+        return None
+    value = _dig(document, ["plugins", plugin, "containerd"]).get("default_runtime_name")
+    if isinstance(value, str) and value:
+        return {"key": f'plugins."{plugin}".containerd.default_runtime_name', "value": value, "table": False}
+    return {"key": f'plugins."{plugin}" (the whole table, without default_runtime_name)', "value": builtin,
+            "table": True}
+
+
+def containerd_default_setters(config_path: str, texts: object, containerd_version: object,
+                               builtin: object = None) -> list:
+    """The files that set containerd's CRI default runtime, in the order containerd reads them: the last one wins.
+    Each is ``{path, key, value, table, importer, entry}`` (``importer``/``entry``: the file and the ``imports``
+    line that brought it in, None for the main config). ``builtin``: the parsed ``containerd config default``,
+    for the value a 1.x plugin table without the key falls back to (``runc`` when not known)."""
+    version = _version(containerd_version, "containerd_version")
+    live = _mapping(builtin, "containerd_default_setters: the built-in config")
+    fallback = _dig(live, ["plugins", _cri_plugin(2), "containerd"]).get("default_runtime_name") or "runc"
+    setters = []
+    for loaded in containerd_load_order(config_path, texts):
+        found = _containerd_default_in(loaded["document"], version, str(fallback))
+        if found:
+            setters.append({"path": loaded["path"], **found, "importer": loaded["importer"], "entry": loaded["entry"]})
+    return setters
+
+
+def crio_load_order(crio_config: str, dropin_dir: str, texts: object) -> list:
+    """The files CRI-O reads, in its order (cri-o v1.33.0 internal/criocli/criocli.go mergeConfig, pkg/config/config.go
+    UpdateFromFile and UpdateFromPath; docs/crio.conf.d.5.md): crio.conf, then every file under the drop-in folder
+    in lexical order (filepath.Walk: subfolders too, any name), each decoded over the settings before it."""
+    texts = _mapping(texts, "crio_load_order: the files")
+    folder = _clean(dropin_dir).rstrip("/") + "/"
+    dropins = [path for path, text in texts.items() if path.startswith(folder) and text is not None]
+    return [path for path in [crio_config, *_sorted_paths(dropins)] if texts.get(path) is not None]
+
+
+def crio_default_setters(crio_config: str, dropin_dir: str, texts: object) -> list:
+    """The files that set CRI-O's ``[crio.runtime] default_runtime``, in its order (the last one wins): ``[{path,
+    key, value}]``. A file that does not parse is left out (CRI-O refuses to start on it, with its own error)."""
+    texts = _mapping(texts, "crio_default_setters: the files")
+    setters = []
+    for path in crio_load_order(crio_config, dropin_dir, texts):
+        try:
+            value = _dig(toml_parse(texts[path], path), ["crio", "runtime"]).get("default_runtime")
+        except KgnError:
+            continue
+        if isinstance(value, str) and value:
+            setters.append({"path": path, "key": CRIO_DEFAULT_KEY, "value": value})
+    return setters
+
+
+def _docker_flags(inputs: dict, observed: dict) -> "dict | None":
+    """A dockerd flag in its systemd unit (the ExecStart systemd runs: the last of the unit and its drop-ins, sorted
+    by name, that sets it; scheduler_patch.systemd_exec_start) that a change of daemon.json cannot live with:
+    ``--config-file`` naming another file (dockerd then never reads ours), or ``--default-runtime`` while the plan
+    sets ``default-runtime`` in daemon.json (dockerd refuses to start when an option is both a flag and in the
+    file: docs.docker.com/reference/cli/dockerd/#daemon-configuration-file). ``observed.docker_unit``: ``{paths:
+    [the unit, its drop-ins], texts: {path: text}}``. Flags from an EnvironmentFile (``$OPTIONS``) are not seen."""
+    unit = observed.get("docker_unit") or {}
+    texts = unit.get("texts") or {}
+    paths = [path for path in unit.get("paths") or [] if texts.get(path) is not None]
+    setting = systemd_exec_start_files([(path, texts[path]) for path in paths])
+    if not setting:
+        return None
+    try:
+        argv = systemd_exec_start([texts[path] for path in paths])
+    except KgnError:
+        return None  # no single command: systemd itself refuses the unit
+    config_file = scheduler_flag_value(argv, "--config-file")
+    if config_file and _clean(config_file) != _clean(inputs["docker_config"]):
+        return {"path": setting[-1], "key": "--config-file", "value": config_file, "ours": inputs["docker_config"]}
+    runtime = scheduler_flag_value(argv, "--default-runtime")
+    if runtime is not None and inputs["set_default"]:
+        return {"path": setting[-1], "key": "--default-runtime", "value": runtime, "ours": inputs["docker_config"]}
+    return None
+
+
+def _later_default(engine: str, inputs: dict, observed: dict, planned: list, version: object) -> "dict | None":
+    """``{engine, path, key, value, ours, ...}`` when a file that is not ours decides the default runtime against
+    the plan (or, for Docker, keeps dockerd from reading or accepting our daemon.json); None otherwise."""
+    if engine == "docker":
+        found = _docker_flags(inputs, observed)
+        return {"engine": engine, **found, "config": inputs["docker_config"]} if found else None
+    if not inputs["set_default"]:
+        return None
+    texts = {**(observed.get("files") or {}), **{f["path"]: f["content"] for f in planned}}
+    if engine == "containerd":
+        ours = planned[0]["path"]  # the drop-in when there is one, else config.toml: the file with our default
+        builtin = toml_parse(observed.get("containerd_default") or "", "containerd config default")
+        config = inputs["containerd_config"]
+        setters = containerd_default_setters(config, texts, version, builtin)
+    else:
+        ours, config = inputs["crio_dropin"], inputs["crio_config"]
+        setters = crio_default_setters(inputs["crio_config"], posixpath.dirname(ours), texts)
+    if not setters or setters[-1]["path"] == ours or setters[-1]["value"] == NVIDIA_RUNTIME:
+        return None
+    return {"engine": engine, **setters[-1], "ours": ours, "config": config}
+
+
+def _rename_hint(path: str, ours: str) -> str:
+    name = posixpath.basename(path)
+    number = posixpath.basename(ours)[:2]
+    stem = name.split("-", 1)[-1] if name[:2].isdigit() and "-" in name else name
+    return f"{posixpath.dirname(path)}/{'50' if number.isdigit() and number > '50' else '00'}-{stem}"
+
+
+def default_refusal(plan: object) -> str:
+    """The refusal of a plan whose default runtime a later file of the node decides (``plan['default_set_by']``),
+    in words: the file, what it sets, why it wins and the choices; "" when there is none."""
+    plan = _mapping(plan, "default_refusal: the plan")
+    found = plan.get("default_set_by")
+    if not found:
+        return ""
+    path, value, ours, key, config = found["path"], found["value"], found["ours"], found["key"], found["config"]
+    if found["engine"] == "docker":
+        if key == "--config-file":
+            return (
+                f"{path} starts dockerd with --config-file={value} (its ExecStart), so dockerd reads {value}, not "
+                f"{ours}, where this project writes the nvidia runtime: a restart would not give Docker the nvidia "
+                "runtime. This project does not override a unit's ExecStart. Choose one: set "
+                f"nvidia_container_runtime_docker_config: {value} (this project then merges the runtime into that "
+                f"file and keeps its other keys); or remove --config-file from the ExecStart in {path} "
+                f"({DOCKER_UNIT_HOW})")
+        return (
+            f"{path} starts dockerd with --default-runtime={value} (its ExecStart), and this project sets "
+            f"\"default-runtime\" in {ours}: dockerd refuses to start when an option is both a flag and in "
+            "daemon.json (\"the following directives are specified both as a flag and in the configuration file\"), "
+            "so a restart would leave Docker down. This project does not override a unit's ExecStart. Choose one: "
+            f"remove --default-runtime from the ExecStart in {path} ({DOCKER_UNIT_HOW}); {SET_DEFAULT_OFF}")
+    if found["engine"] == "crio":
+        return (
+            f"{path} sets {key} = \"{value}\" and CRI-O reads it after this project's drop-in {ours} (it reads "
+            f"{config}, then every file in {posixpath.dirname(ours)}/ in "
+            "lexical order; the last file that sets a key wins), so CRI-O would run "
+            f"\"{value}\" by default whatever this project writes: a restart would not make nvidia the default. This "
+            f"project does not override a later drop-in. Choose one: remove default_runtime from {path} (its other "
+            f"settings stay); or rename it so that it sorts before {posixpath.basename(ours)} (for example "
+            f"{_rename_hint(path, ours)}); {SET_DEFAULT_OFF}")
+    if found.get("table"):
+        what = (f"has a [plugins.\"{_cri_plugin(2)}\"] table without default_runtime_name: containerd 1.x takes a "
+                f"plugin's whole table from the last file that has it (containerd#5837), so the default falls back to "
+                f"\"{value}\" and the nvidia runtime of {ours} is dropped too")
+        remove = (f"move that table's settings into {config} (this project copies its CRI table into {ours}) and "
+                  f"remove the table from {path}")
+    else:
+        what, remove = f"sets {key} = \"{value}\"", f"remove default_runtime_name from {path} (its other settings stay)"
+    if found.get("importer") == config and found.get("entry") and "*" in found["entry"] and \
+            glob_match(_clean(posixpath.join(posixpath.dirname(config), found["entry"])), ours):
+        before = (f"rename it so that it sorts before {posixpath.basename(ours)} (for example "
+                  f"{_rename_hint(path, ours)}), as {found['entry']} imports both")
+    elif found.get("importer") == config:
+        before = f"list it before {ours} in the imports of {config}"
+    else:
+        before = (f"import it from {config} before {ours} (it is imported by {found.get('importer')}, and containerd "
+                  f"reads an imported file's imports after every import of {config})")
+    return (
+        f"{path} {what}; containerd reads it after this project's {'drop-in ' if ours != config else ''}{ours} (it "
+        f"reads {config}, then each of its imports in order, a glob's files sorted by name, then the imports of "
+        "those files; the last file that sets a key wins), so containerd would run "
+        f"\"{value}\" by default whatever this project writes: a restart would not make nvidia the default. This "
+        f"project does not override a later file. Choose one: {remove}; or {before}; {SET_DEFAULT_OFF}")
+
+
 PLAN_DEFAULTS = {"mode": "auto", "toolkit_version": None, "cdi_spec_path": CDI_SPEC_PATH,
                  "toolkit_config": TOOLKIT_CONFIG}
 
@@ -884,6 +1151,11 @@ def runtime_plan(inputs: object, observed: object) -> dict:
     with the mode, the refresh units or env file) need no engine restart; ``cdi`` (CDI mode only) names the spec
     the node generates (``generate``: argv, %s for the output), its folder and its refresh (``unit`` to enable).
     ``observed.cdi_refresh_unit``: whether the toolkit's nvidia-cdi-refresh.path is installed.
+    ``default_set_by``: None, or the file of the node that decides the default runtime against the plan (a
+    containerd import or CRI-O drop-in read after ours that sets another default; a docker unit's ExecStart with
+    ``--default-runtime`` or another ``--config-file``: ``observed.docker_unit`` {paths, texts}), ``{engine, path,
+    key, value, ours, config, ...}``; the module refuses it before any change (``default_refusal`` says why).
+    ``observed.files`` then also holds the files containerd imports and those in CRI-O's drop-in folder.
     """
     inputs = {**PLAN_DEFAULTS, **_mapping(inputs, "runtime_plan: inputs")}
     observed = _mapping(observed, "runtime_plan: observed")
@@ -913,4 +1185,5 @@ def runtime_plan(inputs: object, observed: object) -> dict:
         "files": planned,
         "remove": _stale_files(engine, inputs, observed, versions.get("containerd")),
         "assumed": assumed,
+        "default_set_by": _later_default(engine, inputs, observed, planned, versions.get(engine)),
     }

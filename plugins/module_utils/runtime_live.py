@@ -6,12 +6,20 @@ nvidia runtime, nvidia is its default (when asked), it was started after its con
 changed, and the runtime binary it is told to run executes.
 """
 
+import fnmatch
 import glob
 import os
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, host
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import NVIDIA_RUNTIME, toml_parse
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import (
+    NVIDIA_RUNTIME,
+    containerd_imports,
+    toml_parse,
+)
+
+# At most this many files are read for one engine's imports or drop-in folder (a node has a handful).
+MAX_CONFIG_FILES = 200
 
 
 def _docker_live(module):
@@ -99,6 +107,10 @@ def live_state(module, plan, set_default=True):
     else:
         live = _crio_live(module)
     live.update({"engine": engine, "service": unit["state"], "active": unit["active"]})
+    # the file of the node that decides the default against the plan (runtime.runtime_plan, default_set_by)
+    later = plan.get("default_set_by")
+    live["default_set_by"] = ({key: later.get(key) for key in ("path", "key", "value", "ours", "config", "table")}
+                              if later else None)
     live["stale_files"] = host.changed_since([f["path"] for f in plan["files"]], unit["started"])
     problems = []
     if not unit["active"]:
@@ -109,7 +121,9 @@ def live_state(module, plan, set_default=True):
         if NVIDIA_RUNTIME not in live["runtimes"]:
             problems.append(f"{engine} has no nvidia runtime (runtimes: {', '.join(live['runtimes']) or 'none'})")
         if set_default and live["default_runtime"] != NVIDIA_RUNTIME:
-            problems.append(f"{engine}'s default runtime is {live['default_runtime'] or 'unset'!r}, not nvidia")
+            later = live.get("default_set_by")
+            problems.append(f"{engine}'s default runtime is {live['default_runtime'] or 'unset'!r}, not nvidia"
+                            + (f" ({later['path']} sets {later['key']} = {later['value']!r})" if later else ""))
     if plan.get("runtime_mode") == "cdi" and live.get("answered"):
         row = cdi.engine_row({"name": engine, **(live.get("cdi") or {})}, plan["cdi"]["spec_dir"])
         if row["status"] == "failed":
@@ -119,6 +133,58 @@ def live_state(module, plan, set_default=True):
                         "(a change that was never restarted)")
     live["problems"] = problems
     return live
+
+
+# --- the engines' other config files (what runtime.runtime_plan reads to find a later file that decides the default)
+
+
+def go_glob(pattern):
+    """Go's filepath.Glob of an absolute pattern on this node: each folder listed sorted by name, ``*``, ``?`` and
+    ``[...]`` matching within one path component (dot files too), so the same order as containerd's."""
+    found = ["/"]
+    for part in [p for p in pattern.split("/") if p]:
+        if any(c in part for c in "*?["):
+            found = [os.path.join(folder, name) for folder in found if os.path.isdir(folder)
+                     for name in sorted(os.listdir(folder)) if fnmatch.fnmatchcase(name, part.replace("[^", "[!"))]
+        else:
+            found = [os.path.join(folder, part) for folder in found]
+    return [path for path in found if os.path.lexists(path)]
+
+
+def containerd_import_texts(config_path, text):
+    """``{path: text or None}`` of every file containerd's config imports, imports of imports too, as containerd
+    resolves them (runtime.containerd_imports, globs expanded here on the node); the main config itself is not in
+    it. A file that does not parse brings no imports."""
+    files, queue, seen = {}, [(config_path, text)], {config_path}
+    while queue:
+        path, body = queue.pop(0)
+        try:
+            imports = toml_parse(body, path).get("imports") if body is not None else None
+        except KgnError:
+            continue
+        for child, _ in containerd_imports(path, imports, go_glob):
+            if child in seen or len(seen) > MAX_CONFIG_FILES:
+                continue
+            seen.add(child)
+            files[child] = host.read(child)
+            queue.append((child, files[child]))
+    return files
+
+
+def crio_dropin_texts(folder):
+    """``{path: text}`` of every file under CRI-O's drop-in folder (CRI-O walks it whole, subfolders too, whatever
+    the names: cri-o v1.33.0 pkg/config/config.go UpdateFromPath)."""
+    files = {}
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            if len(files) >= MAX_CONFIG_FILES:
+                return files
+            path = os.path.join(root, name)
+            text = host.read(path)
+            if text is not None:
+                files[path] = text
+    return files
 
 
 def binary_state(module, name):

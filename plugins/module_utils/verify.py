@@ -119,6 +119,8 @@ def _runtime(state, toolkit, probe):
         # our drop-in is on disk but the main config no longer imports it
         "dropin": live.get("dropin") or "",
         "dropin_orphaned": bool(live.get("dropin_orphaned")),
+        # a file of the node read after ours that decides the default runtime ({path, key, value, ours, config})
+        "default_set_by": dict(live.get("default_set_by") or {}),
         "stale_files": list(live.get("stale_files") or []),
         "binary": binary,
         # CDI mode: the rows module_utils/cdi.py made of the spec, the driver, the paths and the engine
@@ -268,16 +270,18 @@ API_RAW = (NOT_RUNNING_PODS,)
 def api_view(answer, node_name):
     """The k8s_read answer of the host's API server, as the checks read it: ``{reachable, error, node_name, node
     ({labels, annotations, allocatable} or None), daemonsets, deployments, webhooks}``; ``answer`` None or
-    empty: no API was read."""
+    empty: no API was read. An API that was asked and did not answer has ``read`` true, and ``server``, the
+    address its kubeconfig names."""
     if not answer:
         return {"reachable": False, "error": "", "node_name": node_name}
     if not isinstance(answer, dict):
         raise KgnError("verify: the API answer must be the k8s_read module's result")
     if answer.get("unreachable") or answer.get("failed"):
-        return {"reachable": False, "node_name": node_name,
+        return {"reachable": False, "node_name": node_name, "read": True, "server": "",
                 "error": " ".join(str(answer.get("msg") or "the API host could not run kubectl").split())[:300]}
     if not answer.get("reachable"):
-        return {"reachable": False, "error": answer.get("error") or "", "node_name": node_name}
+        return {"reachable": False, "error": answer.get("error") or "", "node_name": node_name, "read": True,
+                "server": answer.get("server") or ""}
     listed = answer.get("resources") or {}
 
     def items(resource):

@@ -122,11 +122,14 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels_outcome impor
 
 
 def read_nodes(kube, names):
-    """The nodes as the API shows them: one ``get node NAME`` for one node, one ``get nodes`` for several."""
+    """The nodes as the API shows them: one ``get node NAME`` for one node, one ``get nodes`` for several (or for
+    one the API does not know)."""
     try:
         if len(names) == 1:
             found = kube.get("nodes", name=names[0])
-            return {"reachable": True, "error": "", "nodes": node_list({"items": [found] if found else []})}
+            if found is not None:
+                return {"reachable": True, "error": "", "nodes": node_list({"items": [found]})}
+        # several nodes, or one the API does not know: every node, so that the message can name the ones there are
         return {"reachable": True, "error": "", "nodes": node_list(kube.get("nodes"))}
     except KgnError as err:
         return {"reachable": False, "error": str(err), "nodes": {}}

@@ -419,6 +419,7 @@ def main():
     todo = change.pending(plan["files"])
     gone = change.pending([{"path": path, "content": None} for path in plan["remove_files"]])
     diff = change.diff(todo + gone)
+    linked = change.links(todo + gone, module.check_mode)  # symlinked files, written through: msg and changes
     api = observed["api"]
     applied = bool(api.get("reachable"))
     reason = api.get("error") or ""
@@ -428,7 +429,7 @@ def main():
     def facts(changed, results, live=None):
         changes, repaired = what_changed(plan, results, todo, gone, applied, module.check_mode)
         return recorded("stacks", observed, _slim(plan), live or {}, changed, module.check_mode,
-                        [] if module.check_mode else repaired, [] if module.check_mode else changes)
+                        [] if module.check_mode else repaired, [] if module.check_mode else changes + linked)
 
     if api.get("reachable") and api.get("objects") is None:
         reason = api["error"]
@@ -450,6 +451,7 @@ def main():
     diff += _removal_diff(plan) if applied else []
     changed = bool(todo or gone or any(r["changed"] for r in results) or (applied and plan["prune"]))
     msg = _summary(plan, applied, reason, results, result["removed_files"], module.check_mode)
+    msg += "".join(f" {words}." for words in linked)
     if applied and reason:
         msg += f" Nothing was removed from the cluster: {reason}."
     if applied and not module.check_mode:

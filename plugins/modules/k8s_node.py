@@ -173,9 +173,8 @@ def main():
                          **result)
     result["reachable"] = True
     if found is None:
-        module.fail_json(msg=f"Node {node} is not registered with the API server ({kube.where}); set the host's "
-                             f"Kubernetes node name (e.g. kgn_upgrade_node_name / nvidia_mig_node_name). Nothing was "
-                             f"changed.", **result)
+        module.fail_json(msg=f"Node {node} is not registered with the API server ({kube.where}); set kube_node_name "
+                             f"for this host to its Node name (`kubectl get nodes`). Nothing was changed.", **result)
     before = bool((found.get("spec") or {}).get("unschedulable"))
     result["unschedulable_before"] = before
     would = "would be " if check else ""

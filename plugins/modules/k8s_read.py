@@ -127,6 +127,7 @@ def read(kube, resources, raw, selector, field_selector=""):
     reachable, error = kube.ready()
     answer = {"reachable": reachable, "error": error, "resources": {}, "raw": {}}
     if not reachable:
+        answer["server"] = kube.server()  # the address that did not answer, for the report
         return answer
     together = read_together(kube, resources, selector, field_selector) if len(resources) > 1 else None
     answer["resources"].update(together or {})

@@ -192,9 +192,6 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
 INPUTS = ("kubernetes_version", "style", "kubeadm_manifest", "systemd_unit", "kubeconfig", "stacks",
           "extra_extenders", "url_mode", "kube_proxy_mode", "node_ip", "cluster_ips", "urls", "tls", "backup_dir",
           "prevalidate", "allow_newer")
-# Where systemd looks for a unit's drop-in folders <unit>.d (systemd.unit(5), "Unit File Load Path").
-DROPIN_BASES = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
-                "/usr/lib/systemd/system", "/lib/systemd/system")
 # The lab's stand-in kubelet writes each static pod's output here (a real kubelet: crictl logs).
 STANDIN_LOG = "/var/lib/kubelet-standin/kube-scheduler.log"
 
@@ -262,43 +259,12 @@ def _default_address():
         probe.close()
 
 
-def _unit(module, unit):
-    properties = "--property=LoadState,FragmentPath,DropInPaths,NeedDaemonReload,ExecStart"
-    rc, out, _ = host.run(module, ["systemctl", "show", properties, unit], timeout=20)
-    props = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line) if rc == 0 else {}
-    # What the next daemon-reload loads (every restart of this module reloads first): the drop-ins systemd lists that
-    # still exist, and the *.conf files now in the unit's drop-in folders (one written by an interrupted run of ours,
-    # one an admin added or renamed since the last reload).
-    listed = (props.get("DropInPaths") or "").split()
-    folders = {os.path.dirname(path) for path in listed} | {f"{base}/{unit}.d" for base in DROPIN_BASES}
-    on_disk = [os.path.join(folder, name) for folder in sorted(folders) if os.path.isdir(folder)
-               for name in sorted(os.listdir(folder)) if name.endswith(".conf")]
-    dropins = [path for path in listed if os.path.isfile(path)] + [path for path in on_disk if path not in listed]
-    fragment = props.get("FragmentPath") or ""
-    return {
-        "name": unit,
-        "load_state": props.get("LoadState") or "unknown",
-        "fragment": fragment,
-        "dropins": dropins,
-        "need_daemon_reload": props.get("NeedDaemonReload") == "yes",
-        # what systemd itself runs (loaded units only: a daemon-reload may be pending), for the record and messages
-        "exec_start": _shown_argv(props.get("ExecStart") or ""),
-        "texts": {path: host.read(path) for path in [fragment, *dropins] if path},
-    }
-
-
-def _shown_argv(value):
-    """The argv of `systemctl show --property=ExecStart` ("{ path=... ; argv[]=/bin/x --a --b ; ... }"), or "" """
-    match = re.search(r"argv\[\]=(.*?) ;", value)
-    return match.group(1).strip() if match else ""
-
-
 def _set_by(module, plan):
     """Which file's command systemd runs for the unit now (the last file that sets ExecStart=), and the command
     as systemd shows it; for kubeadm, the manifest."""
     if plan["style"] != "systemd":
         return plan["manifest"], ""
-    unit = _unit(module, plan["unit"])
+    unit = host.systemd_unit(module, plan["unit"])
     paths = [unit["fragment"], *sorted(unit["dropins"], key=os.path.basename)]
     files = systemd_exec_start_files([(path, unit["texts"].get(path) or "") for path in paths if path])
     return (files[-1] if files else unit["fragment"]), unit["exec_start"]
@@ -306,12 +272,12 @@ def _set_by(module, plan):
 
 def observe(module, inputs):
     manifest = inputs["kubeadm_manifest"]
-    info = host.stat(manifest)
+    info = host.stat(os.path.realpath(manifest))  # a symlinked manifest: its target's mode (a link's own is 0777)
     rc, out, _ = host.run(module, ["hostname", "--all-ip-addresses"], timeout=10)
     observed = {
         "manifest": {"path": manifest, "text": host.read(manifest) if info and info["type"] == "file" else None,
                      "mode": info["mode"] if info else None},
-        "unit": _unit(module, inputs["systemd_unit"]),
+        "unit": host.systemd_unit(module, inputs["systemd_unit"]),
         "addresses": (out or "").split() if rc == 0 else [],
         "default_address": _default_address(),
     }
@@ -608,6 +574,8 @@ def run(module):
         files += change.pending([restart_manifest(plan, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))])
     todo = files + removals
     diff = change.diff(todo)
+    linked = change.links(todo, module.check_mode)  # symlinked files, written through: said in msg and changes
+    said = "; ".join(filter(None, [plan["reason"], *linked]))
     if restart_needed and plan["style"] == "systemd":
         diff.append({"prepared": f"{plan['unit']} is restarted (daemon-reload first)"
                                  + (f": {'; '.join(repair)}" if repair else "")})
@@ -634,18 +602,19 @@ def run(module):
                          **result)
     if module.check_mode:
         live["persisted_argv"] = plan["current_argv"]
-        module.exit_json(changed=True, msg=plan["reason"], live=live, diff=diff, would_repair=repair,
-                         ansible_facts=recorded("kube_scheduler", observed, plan, live, True, True), **result)
+        module.exit_json(changed=True, msg=said, live=live, diff=diff, would_repair=repair,
+                         ansible_facts=recorded("kube_scheduler", observed, plan, live, True, True, changes=linked),
+                         **result)
 
     _apply(module, p, plan, todo, restart_needed, live, fail)
     result["repaired"] = repair
     host.say(module, repaired=repair)
     changes = [f"wrote {f['path']}" for f in files if f.get("content") is not None] + [
         f"removed {f['path']}" for f in removals] + ([f"restarted kube-scheduler ({plan['style']})"]
-                                                     if restart_needed else [])
+                                                     if restart_needed else []) + linked
     live = live_state(module, plan)
     live["persisted_argv"] = plan["argv"]  # written by this run
-    module.exit_json(changed=True, msg=plan["reason"], live=live, diff=diff,
+    module.exit_json(changed=True, msg=said, live=live, diff=diff,
                      ansible_facts=recorded("kube_scheduler", observed, plan, live, True, False, repair, changes),
                      **result)
 

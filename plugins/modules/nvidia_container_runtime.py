@@ -17,6 +17,11 @@ description:
     A stopped engine is started again. A missing runtime binary fails with its cause and fix.
   - Drop-ins of an engine the node no longer uses (for example the containerd drop-in after a switch back to
     Docker) are removed, with the same backup, restart and health check.
+  - A file of the node that the engine reads after this project's and that sets another default runtime (a
+    containerd import, imports of imports and globs included, or a CRI-O drop-in that sorts later), or a dockerd
+    flag in docker's unit that daemon.json cannot live with (C(--default-runtime), another C(--config-file)), is
+    refused before anything is written or restarted, naming the file, what it sets and the choices; the file is left
+    as it is. In check mode it is a warning, and the live state records it (C(default_set_by)) for verify.
   - With O(render_dir) it contacts no node; it plans from O(observed) and writes the files under
     C(<render_dir>/<render_host>/<path>), with the plan in C(_plan/container_runtime.json).
 extends_documentation_fragment:
@@ -159,6 +164,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runti
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import (  # noqa: E402
     binary_state,
     cdi_state,
+    containerd_import_texts,
+    crio_dropin_texts,
     live_state,
 )
 
@@ -183,6 +190,18 @@ def observe(module, p):
         "files": {path: host.read(path) for path in paths if path},
         "cdi_refresh_unit": any(os.path.exists(f"{d}/{runtime.REFRESH_UNIT}") for d in REFRESH_UNIT_DIRS),
     }
+    # the engines' other files, where a file read after ours may set the default runtime (runtime_plan names it)
+    files = observed["files"]
+    if versions["containerd"] and p["containerd_config"]:
+        for path, text in containerd_import_texts(p["containerd_config"], files.get(p["containerd_config"])).items():
+            files.setdefault(path, text)
+    if versions["crio"] and p["crio_dropin"]:
+        for path, text in crio_dropin_texts(os.path.dirname(p["crio_dropin"])).items():
+            files.setdefault(path, text)
+    if versions["docker"]:
+        unit = host.systemd_unit(module, f"{runtime.SERVICE['docker']}.service")
+        observed["docker_unit"] = {"paths": [p for p in [unit["fragment"], *unit["dropins"]] if p],
+                                   "texts": unit["texts"]}
     if versions["containerd"]:
         rc, out, _ = host.run(module, ["containerd", "config", "default"], timeout=20)
         observed["containerd_default"] = out if rc == 0 else None
@@ -401,6 +420,10 @@ def run(module):
         plan = runtime_plan(inputs, observed or {})
     except KgnError as err:
         module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
+    # a file of the node read after ours decides the default runtime: a run refuses it before any change
+    refusal = runtime.default_refusal(plan)
+    if refusal and rendering:
+        module.fail_json(msg=f"{refusal}. Nothing was rendered.", plan=plan, observed=observed)
     if rendering:
         written = change.render(p["render_dir"], p["render_host"], plan["files"] + plan["toolkit_files"], plan,
                                 "container_runtime")
@@ -414,11 +437,18 @@ def run(module):
     stale = change.pending(plan["remove"])
     live = live_state(module, plan, p["set_default"])
     live.update(_dropin(p, plan, observed))
+    if refusal and not module.check_mode:
+        # before anything is written or restarted: a restart cannot make nvidia the default while that file wins,
+        # so a change would only restart the engine, fail its check and restore the files (docs/versions.md, B3b)
+        module.fail_json(msg=f"{refusal}. Nothing was changed.", plan=plan, live=live, observed=observed,
+                         ansible_facts=recorded("container_runtime", observed, plan, live, False, False))
     side = Cdi(module, plan)
     side.read()
     engine_due = bool(todo or stale or live["problems"] or guard["links"] or guard["rule"])
     due = engine_due or side.due
     diff = change.diff(todo + stale) + side.diff()
+    # a symlinked file is edited through its link (change.py): the run says so in its recorded changes
+    linked = change.links(todo + stale + side.files_todo + side.spec_todo + guard["rule"], module.check_mode)
     live["binary"] = _binary(module, p, plan["engine"])
     live["runtime_mode"] = plan["runtime_mode"]
     if plan["cdi"]:
@@ -426,11 +456,13 @@ def run(module):
     if not module.check_mode and not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts)
     if module.check_mode or not due:
-        host.say(module, problems=side.problems)
+        host.say(module, problems=side.problems + ([f"a run would refuse: {refusal}"] if refusal else []),
+                 linked=linked)
         module.exit_json(changed=due, engine=plan["engine"], plan=plan, live=live, observed=observed,
                          repaired=[], would_repair=live["problems"] + side.why, diff=diff,
                          runtime_mode=plan["runtime_mode"],
-                         ansible_facts=recorded("container_runtime", observed, plan, live, due, module.check_mode))
+                         ansible_facts=recorded("container_runtime", observed, plan, live, due, module.check_mode,
+                                                changes=linked))
 
     # a live problem is a repair when the files were right; otherwise it is what this change sets up
     repaired = [p for p in live["problems"] if not todo or "not running" in p or "does not answer" in p]
@@ -463,10 +495,11 @@ def run(module):
     if not live["binary"]["executes"]:
         _fail_binary(module, plan, live, observed, diff, facts, changed=True)
     repaired += side.repaired
-    host.say(module, repaired=repaired, problems=side.problems)
+    host.say(module, repaired=repaired, problems=side.problems, linked=linked)
     module.exit_json(changed=True, engine=plan["engine"], plan=plan, live=live, observed=observed,
                      repaired=repaired, done=side.done, diff=diff, runtime_mode=plan["runtime_mode"],
-                     ansible_facts=recorded("container_runtime", observed, plan, live, True, False, repaired))
+                     ansible_facts=recorded("container_runtime", observed, plan, live, True, False, repaired,
+                                            linked))
 
 
 if __name__ == "__main__":

@@ -204,7 +204,7 @@ def detect_pkg_mgr(module, given):
 
 
 def key_state(gpg, path, mode_matters=True):
-    info = host.stat(path)
+    info = host.stat(os.path.realpath(path))  # a symlinked key: its target's mode (a link's own is 0777)
     if info is None or info["type"] != "file":
         return {"exists": False}
     state = {"exists": True, "fingerprints": gpg.fingerprints(path)}
@@ -334,7 +334,7 @@ def read_bytes(path):
 
 
 def dearmor(gpg, key_path, keyring):
-    temp = f"{keyring}.kgn-new"
+    temp = f"{change.target(keyring)}.kgn-new"  # beside a symlink's target, which change.replace replaces
     rc, out, err = gpg.run(["--yes", "--dearmor", "--output", temp, key_path])
     if rc != 0:
         if os.path.exists(temp):
@@ -386,16 +386,22 @@ class Run:
         self.done = []
         self.repaired = []
         self.lists_refreshed = False
+        self.linked = []  # words for files written through a symlink (change.links): the state's changes
 
-    def act(self, what, action=None):
+    def act(self, what, action=None, path=None):
         # said before it runs: a step that fails midway may already have changed the node
         self.done.append(what)
+        if path:  # a file written outside change.write
+            self.linked += change.links([path], self.check)
         if not self.check and action is not None:
             try:
                 action()
             except Failed:
                 self.done[-1] = f"{what} (failed)"
                 raise
+            except change.ChangeFailed as err:  # a symlink that cannot be written through (change.target)
+                self.done[-1] = f"{what} (failed)"
+                raise Failed(str(err)) from None
 
     # deb
     def deb_key(self):
@@ -404,10 +410,10 @@ class Run:
         if not key or not key["fetch"]:
             return False
         data = checked_key(self.module, self.gpg, key["url"], key["fingerprint"])
-        if data == read_bytes(key["path"]) and (host.stat(key["path"]) or {}).get("mode") == "0644":
+        if data == read_bytes(key["path"]) and (host.stat(os.path.realpath(key["path"])) or {}).get("mode") == "0644":
             return False
         self.act(f"write the key {key['path']} from {key['url']} ({key['why']})",
-                 lambda: write_bytes(key["path"], data))
+                 lambda: write_bytes(key["path"], data), key["path"])
         return True
 
     def deb_keyring(self, key_changed):
@@ -417,10 +423,11 @@ class Run:
             return False
         why = ring["why"] or "the key changed"
         self.act(f"write the keyring {ring['path']} (gpg --dearmor; {why})",
-                 lambda: dearmor(self.gpg, repo["key"]["path"], ring["path"]))
+                 lambda: dearmor(self.gpg, repo["key"]["path"], ring["path"]), ring["path"])
         return True
 
     def files(self, todo):
+        self.linked += change.links(todo, self.check)
         for item in todo:
             verb = "remove" if item.get("content") is None else "write"
             self.act(f"{verb} {item['path']}")
@@ -497,7 +504,7 @@ class Run:
                 data = checked_key(self.module, self.gpg, key["url"], key["fingerprint"])
                 if data != read_bytes(key["path"]):
                     self.act(f"write the checked key {key['path']} ({key['why']})",
-                             lambda key=key, data=data: write_bytes(key["path"], data))
+                             lambda key=key, data=data: write_bytes(key["path"], data), key["path"])
         self.files(todo)
 
         def run(argv, what):
@@ -616,7 +623,7 @@ def restore_config(module, work, installed_before):
             raise Failed(restore["why"])
         return
     work.act(f"write {toolkit.CONFIG} ({restore['why']})",
-             lambda: change.write_file(toolkit.CONFIG, restore["content"], 0o644))
+             lambda: change.write_file(toolkit.CONFIG, restore["content"], 0o644), toolkit.CONFIG)
     if restore["repair"]:
         work.repaired.append(restore["why"])
 
@@ -675,7 +682,8 @@ def execute(module, p, inputs, gpg):
         would_repair = [r["spec"] for r in plan["repair"]] + health["problems"]
         module.exit_json(changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=[],
                          would=work.done, would_repair=would_repair, diff=diff, health=health,
-                         ansible_facts=recorded(CONCERN, observed, plan, live, bool(work.done), True, would_repair))
+                         ansible_facts=recorded(CONCERN, observed, plan, live, bool(work.done), True, would_repair,
+                                                work.linked))
 
     # what the node shows now, through the same plan: nothing may be left to do
     after = toolkit_plan(inputs, observe(module, inputs, plan["pkg_mgr"], gpg)) if work.done else plan
@@ -691,10 +699,11 @@ def execute(module, p, inputs, gpg):
                 f"{toolkit.BINARY} ({', '.join(plan['names'])}) and look at the package manager's log.",
             changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=work.repaired, diff=diff,
             ansible_facts=facts)
-    host.say(module, repaired=work.repaired)
+    host.say(module, repaired=work.repaired, linked=work.linked)
     module.exit_json(changed=bool(work.done), plan=plan, observed=observed, live=live, repaired=work.repaired,
                      done=work.done, diff=diff,
-                     ansible_facts=recorded(CONCERN, observed, after, live, bool(work.done), False, work.repaired))
+                     ansible_facts=recorded(CONCERN, observed, after, live, bool(work.done), False, work.repaired,
+                                            work.linked))
 
 
 if __name__ == "__main__":

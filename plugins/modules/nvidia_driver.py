@@ -39,10 +39,15 @@ extends_documentation_fragment:
   - kgn.gpu_nodes.render
 options:
   source:
-    description: Where the driver comes from.
+    description:
+      - Where the driver comes from.
+      - V(auto) decides from the node's OS and says which and why in RV(plan.source_choice) - the distribution's
+        own packages (V(distro)) where the OS ships the driver (Debian, Ubuntu), NVIDIA's CUDA repository
+        (V(cuda_repo)) where it ships none (RHEL, Rocky Linux, AlmaLinux, Oracle Linux, CentOS 7), as NVIDIA's
+        driver installation guide documents. An explicit source is used as asked.
     type: str
-    choices: [distro, cuda_repo, runfile]
-    default: distro
+    choices: [auto, distro, cuda_repo, runfile]
+    default: auto
   branch:
     description:
       - Driver branch, for example V(580), or V(auto) for the newest branch NVIDIA still supports that the source
@@ -267,7 +272,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # n
     KERNEL_MODULES,
     NVIDIA_SMI,
     PIN_GLOBS,
-    SOURCES,
+    SOURCE_CHOICES,
     driver_packages,
     driver_plan,
     hold_changes,
@@ -361,7 +366,7 @@ def observe(module, inputs, gpu_facts):
     except KgnError:
         # the plan raises it again unless it keeps a driver found on the node
         basics = None
-    if basics and inputs["source"] != "runfile":
+    if basics and basics["source"] != "runfile":
         observed["packages"] = (state.apt_state(module, basics) if basics["family"] == "debian"
                                 else state.rpm_state(module, basics))
         if basics["family"] == "redhat":
@@ -492,6 +497,7 @@ class Run:
         self.actions, self.repaired, self.diff = [], [], []
         self.download, self.disk, self.installs = "", "", []
         self.module_changed = False
+        self.linked = []  # words for files written through a symlink (change.links): the state's changes
 
     @property
     def changed(self):
@@ -504,6 +510,7 @@ class Run:
         todo = change.pending([f for f in self.plan["files"] if f["path"] in paths])
         if todo:
             self.diff.extend(change.diff(todo))
+            self.linked += change.links(todo, self.check)
             if not self.check:
                 try:
                     change.write(todo)
@@ -548,6 +555,7 @@ class Run:
         ring = self.plan["cuda_keyring"]
         if ring["wanted"] and not os.path.exists(ring["path"]):
             self.did(f"fetched {self.plan['cuda_repo_key_url']} into {ring['path']}")
+            self.linked += change.links([{"path": ring["path"], "content": "", "before": None}], self.check)
             if self.check:
                 return
             # imported here: a run that downloads nothing (every run after the first) spares loading it
@@ -896,7 +904,7 @@ def _summary(run, reboot):
 def main():
     module = host.NodeModule(
         argument_spec={
-            "source": {"type": "str", "default": "distro", "choices": list(SOURCES)},
+            "source": {"type": "str", "default": "auto", "choices": list(SOURCE_CHOICES)},
             "existing": {"type": "str", "default": "auto", "choices": list(EXISTING)},
             "branch": {"type": "str", "default": "auto"},
             "version": {"type": "str", "default": ""},
@@ -980,7 +988,7 @@ def main():
         run.kernel_modules()
         run.persistenced()
         run.request_reboot()
-    except Failed as err:
+    except (Failed, change.ChangeFailed) as err:  # ChangeFailed: a write refused (a symlink) or undone
         done = "; ".join(run.actions) if run.actions else ""
         module.fail_json(msg=f"{err}. " + (f"Done before that: {done}." if done else "Nothing was changed."),
                          owned=owned, changed=bool(run.actions), actions=run.actions, repaired=run.repaired)
@@ -1002,7 +1010,7 @@ def main():
                      reboot_required=reboot, gpu=gpu, diff=diff,
                      ansible_facts=recorded("nvidia_driver", observed, plan,
                                             {**live, "gpu": gpu, "reboot_required": reboot}, run.changed,
-                                            run.check, run.repaired, changes=install_words(run, plan)))
+                                            run.check, run.repaired, changes=install_words(run, plan) + run.linked))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ fail() { say "FAILED: $*"; exit 1; }
 run() {  # run NAME ansible-playbook-args...: run, keep the output in $logs/NAME.out, never stop the script
   local name=$1; shift
   set +e
-  ansible-playbook "$@" >"$logs/$name.out" 2>&1
+  # no run of the suite takes 15 minutes: one that does hangs, and the case fails instead of the whole test run
+  timeout 900 ansible-playbook "$@" >"$logs/$name.out" 2>&1
   local rc=$?
+  [ $rc -ne 124 ] || echo "TIMEOUT: ansible-playbook ran past 900 s" >>"$logs/$name.out"
   set -e
   say "ansible-playbook $* -> exit $rc (log $logs/$name.out)"
   return 0
@@ -235,6 +237,136 @@ YAML
   [ "$(on kgn-cp-kubeadm "kubectl --kubeconfig /etc/kubernetes/admin.conf get node $CTRD_NODE \
       -o jsonpath='{.spec.unschedulable}'")" != true ] || fail "$CTRD_NODE is still cordoned after the run that drained it"
   unchanged drain-again playbooks/nvidia_driver.yml --limit $CTRD_NODE
+}
+
+says() {  # says NAME TEXT: the run's output says TEXT, however the callback wrapped and quoted the line
+  python3 - "$logs/$1.out" "$2" <<'PY' || fail "$1: the output does not say '$2' (see $logs/$1.out)"
+import sys
+text = " ".join(open(sys.argv[1]).read().replace("''", "'").split())
+sys.exit(0 if " ".join(sys.argv[2].split()) in text else 1)
+PY
+}
+
+case_containerd_later_import() {
+  say "a user's containerd file, imported after ours, sets the default runtime back to runc: named, kept, not fought"
+  local config=/etc/containerd/config.toml user=/etc/containerd/conf.d/zz-runc.toml sum
+  on $CTRD_NODE "cp -p $config /root/config.toml.fault
+    python3 - $config <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+text = re.sub(r'(?ms)^imports = \\[.*?\\]', 'imports = [\"/etc/containerd/conf.d/*.toml\"]', text, count=1)
+open(sys.argv[1], 'w').write(text)
+PY
+    grep -q 'conf.d/\*.toml' $config
+    printf 'version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd]\n  default_runtime_name = \"runc\"\n' > $user
+    systemctl restart containerd"
+  [ "$(cri $CTRD_NODE 'print(c["containerd"]["defaultRuntimeName"])')" = runc ] \
+    || fail "the user's file did not make runc the default"
+  sum=$(on $CTRD_NODE "sha256sum $user")
+  run later-import playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
+  grep -qE "^$CTRD_NODE +: .*failed=1" "$logs/later-import.out" || fail "the run did not refuse the later file"
+  says later-import "$user sets plugins.\"io.containerd.cri.v1.runtime\".containerd.default_runtime_name = \"runc\""
+  says later-import "This project does not override a later file"
+  [ "$(on $CTRD_NODE "sha256sum $user")" = "$sum" ] || fail "the user's file was changed"
+  run later-import-verify playbooks/verify.yml --limit "$CTRD_NODE:localhost"
+  row_says $CTRD_NODE '
+text = json.dumps(checks["runtime_default"])
+assert checks["runtime_default"]["status"] == "failed" and "zz-runc.toml" in text, text
+assert checks["runtime_default"]["diagnosis"][0]["id"] == "containerd_default_set_later", text' \
+    || fail "verify does not name the later file as the cause"
+  # undone as the user would: their file removed, config.toml as it was, containerd restarted
+  on $CTRD_NODE "rm -f $user && cp -p /root/config.toml.fault $config && systemctl restart containerd"
+  unchanged later-import-again playbooks/nvidia_container_runtime.yml --limit $CTRD_NODE
+}
+
+case_daemon_json_symlinked() {
+  say "daemon.json is a link into a folder config management owns, and lost nvidia: the target is edited, the link kept"
+  on $DOCKER_NODE 'cp -p /etc/docker/daemon.json /root/daemon.json.fault && mkdir -p /etc/docker-managed &&
+    python3 -c "import json; d = json.load(open(\"/etc/docker/daemon.json\")); d.pop(\"default-runtime\", None)
+d.get(\"runtimes\", {}).pop(\"nvidia\", None); json.dump(d, open(\"/etc/docker-managed/daemon.json\", \"w\"), indent=2)" &&
+    ln -sfn /etc/docker-managed/daemon.json /etc/docker/daemon.json && systemctl restart docker'
+  ok_run symlink playbooks/nvidia_container_runtime.yml --limit $DOCKER_NODE
+  on $DOCKER_NODE 'test -L /etc/docker/daemon.json && test "$(readlink /etc/docker/daemon.json)" = /etc/docker-managed/daemon.json' \
+    || fail "the link was replaced"
+  on $DOCKER_NODE 'grep -q "\"default-runtime\": \"nvidia\"" /etc/docker-managed/daemon.json' || fail "the target lacks nvidia"
+  on $DOCKER_NODE 'docker info --format "{{.DefaultRuntime}}" | grep -qx nvidia' || fail "Docker's default is not nvidia"
+  says symlink "/etc/docker/daemon.json is a symlink to /etc/docker-managed/daemon.json: the target was edited, the link kept"
+  unchanged symlink-again playbooks/nvidia_container_runtime.yml --limit $DOCKER_NODE
+  # undone: a plain file again, as the lab had it (same text): nothing to change
+  on $DOCKER_NODE 'cp --remove-destination /etc/docker-managed/daemon.json /etc/docker/daemon.json && rm -rf /etc/docker-managed'
+  unchanged symlink-undone playbooks/nvidia_container_runtime.yml --limit $DOCKER_NODE
+}
+
+row_says() {  # row_says HOST PYTHON [ARG...]: assert PYTHON on HOST's row of the latest report (row; checks by id;
+  # the ARGs from sys.argv[4])
+  python3 - "$top/reports/latest/report.json" "$@" <<'PY'
+import json, sys
+row = next(r for r in json.load(open(sys.argv[1]))["rows"] if r["host"] == sys.argv[2])
+checks = {c["id"]: c for c in row["checks"]}
+exec(sys.argv[3])
+PY
+}
+
+case_node_hangs() {
+  say "a GPU node freezes mid-run (its container paused: a hung mount, a stuck kernel): it fails alone at kgn_task_timeout"
+  local start took
+  start=$(date +%s)
+  ( sleep 8; docker pause $DOCKER_NODE >/dev/null ) &
+  # the bound is 60 s here; a run that hung for ever would be stopped by timeout(1) and fail the case
+  run hang site.yml -e kgn_task_timeout=60
+  wait
+  docker unpause $DOCKER_NODE >/dev/null
+  took=$(( $(date +%s) - start ))
+  say "the run ended by itself after $took s"
+  grep -q "^TIMEOUT" "$logs/hang.out" && fail "the run did not end by itself"
+  grep -qE "^$DOCKER_NODE +: .*failed=1" "$logs/hang.out" || fail "the frozen node did not fail"
+  for host in kgn-cp-kubeadm kgn-cp-kubeasz $CTRD_NODE; do
+    grep -qE "^$host +: .* failed=0 " "$logs/hang.out" || fail "$host did not converge beside the frozen node"
+  done
+  row_says $DOCKER_NODE '
+first = row["checks"][0]
+assert row["verdict"] == "failed" and first["id"] == "host_reached", first
+assert first["summary"].startswith("hung: ") and "did not finish within 60 s" in first["summary"], first["summary"]
+assert first["diagnosis"][0]["id"] == "host_timed_out", first["diagnosis"]' || fail "the report does not say the node hung"
+  ok_run hang-repair site.yml --limit "$DOCKER_NODE:kgn-cp-kubeasz:localhost"
+  unchanged hang-again site.yml --limit "$DOCKER_NODE:kgn-cp-kubeasz:localhost"
+}
+
+api_answers() {  # api_answers: wait until the kubeadm cluster's API server says it is ready (a minute at most)
+  on kgn-cp-kubeadm 'for i in $(seq 90); do kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /readyz \
+    >/dev/null 2>&1 && exit 0; sleep 1; done; exit 1'
+}
+
+api_row_failed() {  # api_row_failed RUN WORDS: every host of the kubeadm cluster fails api_answers, naming the server
+  local host
+  for host in kgn-cp-kubeadm $CTRD_NODE; do
+    row_says $host '
+row_text = json.dumps(checks.get("api_answers"))
+assert row["verdict"] == "failed", row["verdict"]
+assert checks["api_answers"]["status"] == "failed" and ":6443" in checks["api_answers"]["summary"], row_text
+assert any(w in row_text for w in sys.argv[4].split("|")), row_text' "$2" \
+      || fail "$1: the report row of $host does not fail the API server with its address and words"
+  done
+}
+
+case_api_server_down() {
+  say "the kubeadm cluster's API server is stopped, then frozen: the report fails its hosts, naming the server"
+  local manifest=/etc/kubernetes/manifests/kube-apiserver.yaml hosts="lab_kubeadm:localhost"
+  on kgn-cp-kubeadm "mv $manifest /root/kube-apiserver.yaml.fault"
+  on kgn-cp-kubeadm 'for i in $(seq 60); do pgrep -x kube-apiserver >/dev/null || exit 0; sleep 1; done; exit 1' \
+    || { on kgn-cp-kubeadm "mv /root/kube-apiserver.yaml.fault $manifest"; fail "kube-apiserver did not stop"; }
+  run api-stopped site.yml --limit "$hosts"
+  on kgn-cp-kubeadm "mv /root/kube-apiserver.yaml.fault $manifest"
+  api_row_failed api-stopped "refused"
+  api_answers || fail "the API server did not come back"
+  # frozen: the process is there and takes connections, but answers nothing (its kubelet stopped first, so that
+  # its liveness probe does not restart it mid-run)
+  on kgn-cp-kubeadm 'systemctl stop kubelet && pkill -STOP -x kube-apiserver'
+  run api-frozen site.yml --limit "$hosts"
+  on kgn-cp-kubeadm 'pkill -CONT -x kube-apiserver; systemctl start kubelet'
+  api_row_failed api-frozen "Timeout|timeout|deadline|i/o timeout"
+  api_answers || fail "the API server did not come back"
+  unchanged api-again site.yml --limit "$hosts"
 }
 
 smoke_checks() {  # smoke_checks NODE:ENGINE_STATUS:ENGINE_CAUSE...: GPU nodes' smoke checks in the latest report
@@ -483,7 +615,8 @@ case_kernel_update_build() {
 cases=(runtime_binary_gone runtime_injects_nothing containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
        scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin
        cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted
-       kernel_update drain_blocked_by_budget)
+       kernel_update drain_blocked_by_budget node_hangs api_server_down
+       containerd_later_import daemon_json_symlinked)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;

@@ -78,6 +78,10 @@ HOSTS = {
                    "nvidia_driver_source": "cuda_repo"},
     "rocky10_v100": {**_os("rocky", "10.0", gpu={"gpus": [{"product_name": "Tesla V100-SXM2-16GB"}]}),
                      "nvidia_driver_source": "cuda_repo"},
+    # A first run's inventory: nothing but the OS and the GPU the node shows; nvidia_driver_source left to its
+    # default (auto), which takes NVIDIA's CUDA repository on EL (the distribution ships no driver).
+    "rocky10_default": {**_os("rocky", "10.0", gpu={"gpus": [{"product_name": "NVIDIA H100 80GB HBM3"}]})},
+    "alma9_default": {**_os("almalinux", "9.5")},
     "runfile": {
         **_os("debian", "12"),
         "nvidia_driver_source": "runfile",
@@ -241,6 +245,80 @@ def test_rocky10_locks_the_branch_instead_of_a_module_stream(rendered):
     assert v100["branch_lock"] == "*nvidia*580*"
 
 
+GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/introduction.html"
+
+
+def test_el_without_a_source_takes_nvidias_repository_and_the_plan_says_why(rendered):
+    plan = _plan(rendered, "rocky10_default")
+    assert (plan["source"], plan["branch"], plan["kernel_module"]) == ("cuda_repo", "595", "open")
+    assert plan["source_choice"]["how"] == "auto"
+    assert plan["source_choice"]["words"] == (
+        "source: cuda_repo (the default for Rocky Linux 10: the distribution ships no NVIDIA driver; NVIDIA's CUDA "
+        f"repository rhel10, as documented in NVIDIA's driver installation guide, {GUIDE})")
+    repo = _read(rendered, "rocky10_default", "/etc/yum.repos.d/kgn-cuda.repo")
+    assert "baseurl=https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64\n" in repo
+    assert plan["packages"] == ["nvidia-open", "nvidia-driver-cuda", "nvidia-persistenced"]
+    assert plan["branch_lock"] == "*nvidia*595*"
+    alma = _plan(rendered, "alma9_default")
+    assert (alma["source"], alma["dnf_module"]) == ("cuda_repo", "@nvidia-driver:595-open/default")
+    assert alma["source_choice"]["why"].startswith("the default for AlmaLinux 9: the distribution ships no NVIDIA "
+                                                   "driver; NVIDIA's CUDA repository rhel9")
+
+
+def test_debian_and_ubuntu_without_a_source_keep_their_own_packages(rendered):
+    # ubu26_b200 sets no source either: the distribution's -server packages, as before
+    plan = _plan(rendered, "ubu26_b200")
+    assert (plan["source"], plan["source_choice"]["how"]) == ("distro", "auto")
+    assert plan["source_choice"]["why"].startswith("the default for Ubuntu 26.04: the distribution packages the "
+                                                   "NVIDIA driver itself (branches 580, 595)")
+    assert _plan(rendered, "deb12_cuda")["source_choice"] == {
+        "source": "cuda_repo", "how": "asked", "why": "asked: nvidia_driver_source=cuda_repo",
+        "words": "source: cuda_repo (asked: nvidia_driver_source=cuda_repo)"}
+
+
+ROCKY10_INVENTORY = """
+# What a first inventory for a Rocky Linux 10 GPU node looks like: the contract, and what the node shows (a run
+# records it; written here for a render). No nvidia_driver_source: its default decides.
+all:
+  vars:
+    kubernetes_version: "1.33.2"
+    kube_scheduler_style: kubeadm
+    container_runtime: containerd
+    gpu_sharing_stacks: [nvidia_device_plugin]
+  children:
+    kube_control_plane:
+      hosts:
+        cp1: {ansible_host: 10.30.0.10}
+    gpu_nodes:
+      hosts:
+        rocky10-gpu1:
+          ansible_host: 10.30.0.21
+          kgn_observed_nvidia_driver:
+            os: {id: rocky, version_id: "10.0", id_like: rhel centos fedora}
+            architecture: x86_64
+            gpu: {gpus: [{product_name: NVIDIA H100 80GB HBM3}]}
+          kgn_observed_nvidia_container_toolkit: {pkg_mgr: dnf}
+"""
+
+
+def test_the_render_playbook_plans_a_rocky_10_first_run_from_nvidias_repository(tmp_path):
+    """playbooks/render.yml (the validate play included) on a natural inventory: the default source passes the
+    inventory checks and the driver plan says cuda_repo and why, where it used to refuse ("no branch the source
+    offers (none)")."""
+    (tmp_path / "hosts.yml").write_text(ROCKY10_INVENTORY)
+    out = tmp_path / "out"
+    result = run_playbook("playbooks/render.yml", "-i", str(tmp_path / "hosts.yml"), "-e", f"render_dir={out}")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    plan = json.loads((out / "rocky10-gpu1/_plan/nvidia_driver.json").read_text())
+    assert plan["source_choice"]["words"].startswith(
+        "source: cuda_repo (the default for Rocky Linux 10: the distribution ships no NVIDIA driver; NVIDIA's CUDA "
+        "repository rhel10")
+    assert (plan["platform"], plan["branch"], plan["kernel_module"]) == ("RedHat-10", "595", "open")
+    assert "gpgkey=https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64/CDF6BA43.pub" in (
+        out / "rocky10-gpu1/etc/yum.repos.d/kgn-cuda.repo").read_text()
+    assert not says(result.stdout, "no branch the source offers")
+
+
 def test_runfile_writes_no_repository(rendered):
     assert _plan(rendered, "runfile")["packages"] == []
     assert _plan(rendered, "runfile")["runfile"]["args"] == ["--silent", "--driver"]
@@ -261,6 +339,7 @@ def test_every_host_renders_its_own_platform(rendered):
         "ubu24": "Ubuntu-24", "ubu24_open": "Ubuntu-24", "ubu22_cuda": "Ubuntu-22", "rhel9": "RedHat-9",
         "rhel8_arm_open": "RedHat-8", "runfile": "Debian-12", "ubu26_b200": "Ubuntu-26",
         "ubu26_cuda_h100": "Ubuntu-26", "rocky10_t4": "RedHat-10", "rocky10_v100": "RedHat-10",
+        "rocky10_default": "RedHat-10", "alma9_default": "RedHat-9",
     }
 
 

@@ -134,11 +134,15 @@ def test_labels_this_project_set_and_someone_removed_are_a_repair(tmp_path):
 
 
 def test_one_node_the_api_does_not_know_is_said_and_not_a_failure(tmp_path):
-    rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer("")]}]
+    rules = [{"match": ["get", "nodes", "gpu1"], "answers": [answer("")]},
+             {"match": ["get", "nodes"], "answers": [answer(items(_node("gpu-01.example.com"), _node("cp1")))]}]
     result = run_module("gpu_node_labels", _one(tmp_path, rules))
     assert result["status"] == "SUCCESS"
     assert result["nodes"]["gpu1"]["status"] == "not registered"
-    assert result["nodes"]["gpu1"]["say"][0].startswith("NOT LABELLED: gpu1")
+    said = result["nodes"]["gpu1"]["say"][0]
+    # the variable to set and the Nodes the API has, so the fix is in the message
+    assert said.startswith("NOT LABELLED: gpu1") and "set kube_node_name for gpu1" in said
+    assert "which lists cp1, gpu-01.example.com" in said
     assert result["ansible_facts"]["kgn_observed_node_labels"]["registered"] is False
 
 

@@ -30,12 +30,15 @@ def test_each_resource_is_listed_and_slimmed(tmp_path):
 
 
 def test_an_api_that_is_not_ready_is_said_once(tmp_path):
-    rules = [{"match": ["get"], "answers": [answer(rc=1, stderr="The connection to the server was refused\n")]}]
+    rules = [{"match": ["get"], "answers": [answer(rc=1, stderr="The connection to the server was refused\n")]},
+             {"match": ["config", "view"], "answers": [answer("https://10.0.0.1:6443")]}]
     args = {"resources": ["nodes", "daemonsets.apps"], "kubectl": str(install(tmp_path / "bin", rules))}
     result = run_module("k8s_read", args)
     assert result["reachable"] is False and "connection to the server was refused" in result["error"]
     assert "kubectl on the control machine" in result["error"] and "/etc/kubernetes/admin.conf" in result["error"]
-    assert len(calls(tmp_path / "bin")) == 1 and result["resources"] == {}
+    # one request to the server; then the kubeconfig names the address that did not answer (read locally)
+    assert [c["argv"][0] for c in calls(tmp_path / "bin")] == ["get", "config"] and result["resources"] == {}
+    assert result["server"] == "https://10.0.0.1:6443"
 
 
 def test_served_resources_are_read_in_one_kubectl_get_and_placed_by_kind(tmp_path):

@@ -56,5 +56,5 @@ def test_no_error_logged_is_said_as_such(host_shows):
 def test_systemd_shows_the_argv_it_runs():
     shown = ("{ path=/opt/kube/bin/kube-scheduler ; argv[]=/opt/kube/bin/kube-scheduler --v=4 --bind-address=0.0.0.0 ; "
              "ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
-    assert mod._shown_argv(shown) == "/opt/kube/bin/kube-scheduler --v=4 --bind-address=0.0.0.0"
-    assert mod._shown_argv("") == ""
+    assert mod.host.shown_argv(shown) == "/opt/kube/bin/kube-scheduler --v=4 --bind-address=0.0.0.0"
+    assert mod.host.shown_argv("") == ""

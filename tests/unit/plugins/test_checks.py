@@ -134,11 +134,37 @@ def test_healthy_gpu_node_is_ok_with_every_check_ok():
         "runtime_registered",
         "runtime_default",
         "device_plugin_socket",
+        "api_answers",
         "node_registered",
         "node_labels",
         "allocatable",
         "stack_pods_running",
     }
+
+
+@pytest.mark.parametrize("kind", ["gpu_node", "control_plane"])
+def test_an_api_server_that_does_not_answer_fails_the_host_with_its_address_and_words(kind):
+    """A stopped API server left every cluster check skipped, and skipped counts for nothing: the host read ok."""
+    down = {"reachable": False, "read": True, "server": "https://127.0.0.1:6443", "node_name": "gpu1",
+            "error": "`kubectl get --raw /readyz` failed (kubectl on cp1, kubeconfig /etc/kubernetes/admin.conf): The "
+                     "connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?"}
+    seen, want = (node(), None) if kind == "gpu_node" else (
+        {"scheduler": copy.deepcopy(SCHED_OK)}, CP_EXPECTED)
+    seen["api"] = down
+    checks, verdict = judge(seen, want) if want else judge(seen)
+    assert verdict == "failed"
+    row = checks["api_answers"]
+    assert row["status"] == "failed" and "https://127.0.0.1:6443" in row["summary"]
+    [why] = row["diagnosis"]
+    assert "API server at https://127.0.0.1:6443 did not answer" in why["cause"] and "was refused" in why["cause"]
+
+
+def test_no_api_read_is_no_api_row():
+    """A render, or an inventory that names no API, reads none: nothing to say about it."""
+    seen = node()
+    seen["api"] = {"reachable": False, "error": "", "node_name": "gpu1"}
+    checks, _ = judge(seen)
+    assert "api_answers" not in checks
 
 
 def test_healthy_control_plane_is_ok():

@@ -18,9 +18,18 @@ SPECS = {"nvidia_driver": {"argument_specs": {"main": {"options": {
 }}}}}
 
 
+def _role_defaults():
+    """Every role's own defaults/main.yml, as playbooks/validate.yml passes them."""
+    roles = Path(__file__).resolve().parents[3] / "roles"
+    return {path.parents[1].name: yaml.safe_load(path.read_text()) for path in roles.glob("*/defaults/main.yml")}
+
+
+DEFAULTS = _role_defaults()
+
+
 def problems(**hosts):
     groups = {"all": list(hosts), "kube_control_plane": [], "gpu_nodes": list(hosts)}
-    return inventory_problems(groups, hosts, SPECS)
+    return inventory_problems(groups, hosts, SPECS, DEFAULTS)
 
 
 @pytest.mark.parametrize(
@@ -108,8 +117,13 @@ def _role_specs():
 
 
 def test_every_input_check_names_a_role_input():
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import inputs as checks
+
     inputs = {name for doc in _role_specs().values() for name in doc["argument_specs"]["main"]["options"]}
-    assert set(contract.INPUT_CHECKS) <= inputs, set(contract.INPUT_CHECKS) - inputs
+    assert set(checks.BY_NAME) <= inputs, set(checks.BY_NAME) - inputs
+    # every kind is some input's: a rule no input ends with is a typo in the table
+    unused = [suffix for suffix, _ in checks.BY_SUFFIX if not any(name.endswith(suffix) for name in inputs)]
+    assert unused == [], unused
 
 
 @pytest.mark.parametrize(
@@ -131,7 +145,7 @@ def test_every_input_check_names_a_role_input():
 )
 def test_free_form_role_inputs_are_checked_in_the_first_play(name, value, says):
     found = inventory_problems({"all": ["node"], "kube_control_plane": [], "gpu_nodes": ["node"]},
-                               {"node": {**GOOD, name: value}}, _role_specs())
+                               {"node": {**GOOD, name: value}}, _role_specs(), DEFAULTS)
     assert any(says in line for line in found), found
 
 
@@ -148,7 +162,7 @@ def test_free_form_role_inputs_are_checked_in_the_first_play(name, value, says):
 )
 def test_good_free_form_role_inputs_pass(name, value):
     assert inventory_problems({"all": ["node"], "kube_control_plane": [], "gpu_nodes": ["node"]},
-                              {"node": {**GOOD, name: value}}, _role_specs()) == []
+                              {"node": {**GOOD, name: value}}, _role_specs(), DEFAULTS) == []
 
 
 def test_hosts_with_picks_a_plays_hosts_by_a_variable_and_knows_no_hostvars_in_a_syntax_check():
@@ -167,7 +181,7 @@ def test_the_inventory_check_reads_each_host_once():
                                  "g1": {**GOOD, "gpu_sharing_stacks": ["nvidia_dra"], "kubernetes_version": "1.34.1"},
                                  "g2": GOOD})
     groups = {"all": ["cp", "g1", "g2"], "kube_control_plane": ["cp"], "gpu_nodes": ["g1", "g2"]}
-    inventory_problems(groups, hostvars, _role_specs())
+    inventory_problems(groups, hostvars, _role_specs(), DEFAULTS)
     assert sorted(hostvars.reads) == ["cp", "g1", "g2"]
 
 
@@ -175,5 +189,5 @@ def test_hosts_that_share_a_bad_role_input_are_each_named():
     """Hosts with the same values are checked once (group_vars); each still gets the answer."""
     bad = {**GOOD, "nvidia_driver_hold": "maybe"}
     groups = {"all": ["g1", "g2", "g3"], "kube_control_plane": [], "gpu_nodes": ["g1", "g2", "g3"]}
-    found = inventory_problems(groups, {"g1": bad, "g2": bad, "g3": GOOD}, SPECS)
+    found = inventory_problems(groups, {"g1": bad, "g2": bad, "g3": GOOD}, SPECS, DEFAULTS)
     assert [line.split(":")[0] for line in found if "nvidia_driver_hold" in line] == ["g1", "g2"], found

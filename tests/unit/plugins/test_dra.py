@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
+import yaml
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, gpu, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from dra_slices import H100, gpus_of, h100, quantity, semver
@@ -171,7 +173,10 @@ def test_the_validate_play_refuses_dra_where_the_runtime_mode_is_legacy(mode, en
                          "container_runtime": engine, "nvidia_container_toolkit_version": "1.20.0",
                          "kgn_observed_container_runtime":
                              {"versions": versions, "cri_dockerd": True} if versions else None}}
-    found = inventory._dra_problems(hostvars, {"gpu1": ["nvidia_dra"]})
+    roles = Path(__file__).resolve().parents[3] / "roles"
+    defaults = {k: v for path in roles.glob("*/defaults/main.yml") for k, v in yaml.safe_load(path.read_text()).items()}
+    run = {"gpu1": inventory.RoleInputs("gpu1", hostvars["gpu1"], hostvars, defaults)}
+    found = inventory._dra_problems(run, {"gpu1": ["nvidia_dra"]})
     assert len(found) == len(expected)
     assert [p[:len(e)] for p, e in zip(found, expected, strict=True)] == expected
 

@@ -311,7 +311,7 @@ def test_the_block_spares_the_container_toolkit_and_cuda(name):
     ({"branch": "r535"}, "give auto or the branch as a quoted number"),
     ({"version": "latest"}, "give an upstream version"),
     ({"version": "550.163.01"}, "is not in nvidia_driver_branch 535"),
-    ({"source": "ppa"}, "must be one of distro, cuda_repo, runfile"),
+    ({"source": "ppa"}, "must be one of auto, distro, cuda_repo, runfile"),
     ({"kernel_module": "nouveau"}, "must be one of proprietary, open"),
     ({"existing": "keep"}, "must be one of auto, adopt, install"),
 ])

@@ -138,6 +138,152 @@ def test_adopted_driver_flavour_is_read_never_assumed():
         kd.driver_plan(INPUTS, b200)
 
 
+# --- nvidia_driver_source: auto ----------------------------------------------------------------------------------
+
+EL_GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/introduction.html"
+EL7_GUIDE = "https://developer.download.nvidia.com/compute/github-demos/yum-packaging-nvidia-driver/guide-rhel7"
+# (os-release, source auto takes, the OS as the plan names it, NVIDIA's repository for it)
+DEFAULT_SOURCES = [
+    ({"id": "rocky", "version_id": "8.10", "id_like": "rhel centos fedora"}, "cuda_repo", "Rocky Linux 8", "rhel8"),
+    ({"id": "rocky", "version_id": "9.5", "id_like": "rhel centos fedora"}, "cuda_repo", "Rocky Linux 9", "rhel9"),
+    ({"id": "rocky", "version_id": "10.0", "id_like": "rhel centos fedora"}, "cuda_repo", "Rocky Linux 10", "rhel10"),
+    ({"id": "rhel", "version_id": "8.10", "id_like": "fedora"}, "cuda_repo", "Red Hat Enterprise Linux 8", "rhel8"),
+    ({"id": "rhel", "version_id": "9.4", "id_like": "fedora"}, "cuda_repo", "Red Hat Enterprise Linux 9", "rhel9"),
+    ({"id": "rhel", "version_id": "10.0", "id_like": "fedora"}, "cuda_repo", "Red Hat Enterprise Linux 10", "rhel10"),
+    ({"id": "almalinux", "version_id": "8.10", "id_like": "rhel centos fedora"}, "cuda_repo", "AlmaLinux 8", "rhel8"),
+    ({"id": "almalinux", "version_id": "9.5", "id_like": "rhel centos fedora"}, "cuda_repo", "AlmaLinux 9", "rhel9"),
+    ({"id": "almalinux", "version_id": "10.0", "id_like": "rhel centos fedora"}, "cuda_repo", "AlmaLinux 10",
+     "rhel10"),
+    ({"id": "ol", "version_id": "9.4", "id_like": "fedora"}, "cuda_repo", "Oracle Linux 9", "rhel9"),
+    ({"id": "centos", "version_id": "7", "id_like": "rhel fedora"}, "cuda_repo", "CentOS Linux 7", "rhel7"),
+    ({"id": "ol", "version_id": "7.9", "id_like": "fedora"}, "cuda_repo", "Oracle Linux 7", "rhel7"),
+    # the project's default where the distribution packages the driver stays its own packages (the lab runs them)
+    ({"id": "debian", "version_id": "12"}, "distro", "Debian 12", ""),
+    ({"id": "debian", "version_id": "13"}, "distro", "Debian 13", ""),
+    ({"id": "ubuntu", "version_id": "20.04", "id_like": "debian"}, "distro", "Ubuntu 20.04", ""),
+    ({"id": "ubuntu", "version_id": "22.04", "id_like": "debian"}, "distro", "Ubuntu 22.04", ""),
+    ({"id": "ubuntu", "version_id": "24.04", "id_like": "debian"}, "distro", "Ubuntu 24.04", ""),
+    ({"id": "ubuntu", "version_id": "26.04", "id_like": "debian"}, "distro", "Ubuntu 26.04", ""),
+]
+
+
+@pytest.mark.parametrize(("os_release", "source", "named", "repo"), DEFAULT_SOURCES,
+                         ids=[f"{o['id']}-{o['version_id']}" for o, *_ in DEFAULT_SOURCES])
+def test_auto_source_is_what_the_os_documents(os_release, source, named, repo):
+    chosen = kd.source_choice("auto", os_release)
+    assert (chosen["source"], chosen["how"]) == (source, "auto")
+    assert chosen["words"] == f"source: {source} ({chosen['why']})"
+    assert chosen["why"].startswith(f"the default for {named}: ")
+    if source == "cuda_repo":
+        guide = (f"NVIDIA's RHEL 7 packaging guide, {EL7_GUIDE}" if repo == "rhel7"
+                 else f"NVIDIA's driver installation guide, {EL_GUIDE}")
+        assert chosen["why"].endswith(f"the distribution ships no NVIDIA driver; NVIDIA's CUDA repository {repo}, "
+                                      f"as documented in {guide}")
+    else:
+        assert "the distribution packages the NVIDIA driver itself (branch" in chosen["why"]
+        assert chosen["why"].endswith("nvidia_driver_source=cuda_repo takes NVIDIA's CUDA repository instead")
+
+
+def test_a_first_run_on_rocky_10_plans_nvidias_repository_and_says_why():
+    """The default inputs on Rocky 10 used to be refused ("no branch the source offers (none)")."""
+    plan = choose("Rocky 10", ["H100"], source="auto")
+    assert (plan["source"], plan["platform"], plan["branch"], plan["kernel_module"]) == (
+        "cuda_repo", "RedHat-10", "595", "open")
+    assert plan["source_choice"] == {
+        "source": "cuda_repo", "how": "auto",
+        "why": "the default for Rocky Linux 10: the distribution ships no NVIDIA driver; NVIDIA's CUDA repository "
+               f"rhel10, as documented in NVIDIA's driver installation guide, {EL_GUIDE}",
+        "words": "source: cuda_repo (the default for Rocky Linux 10: the distribution ships no NVIDIA driver; NVIDIA's "
+                 f"CUDA repository rhel10, as documented in NVIDIA's driver installation guide, {EL_GUIDE})",
+    }
+    assert plan["cuda_repo_url"] == "https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64"
+    assert plan["packages"] == ["nvidia-open", "nvidia-driver-cuda", "nvidia-persistenced"]
+    assert plan["branch_lock"] == "*nvidia*595*"
+    # the same plan as nvidia_driver_source=cuda_repo written out, but for the record of why
+    asked = choose("Rocky 10", ["H100"], source="cuda_repo")
+    assert asked["source_choice"]["how"] == "asked"
+    assert {k: v for k, v in plan.items() if k != "source_choice"} == {
+        k: v for k, v in asked.items() if k != "source_choice"}
+
+
+def test_auto_on_debian_plans_exactly_what_distro_did():
+    plan, asked = choose("Debian 12", ["T4"], source="auto"), choose("Debian 12", ["T4"], source="distro")
+    assert plan["source"] == "distro" and plan["source_choice"]["why"].startswith(
+        "the default for Debian 12: the distribution packages the NVIDIA driver itself (branch 535)")
+    assert {k: v for k, v in plan.items() if k != "source_choice"} == {
+        k: v for k, v in asked.items() if k != "source_choice"}
+
+
+@pytest.mark.parametrize("os_name", ["Rocky 10", "Debian 12", "Ubuntu 24.04", "CentOS 7"])
+@pytest.mark.parametrize("source", ["distro", "cuda_repo", "runfile"])
+def test_an_explicit_source_is_kept_as_asked(os_name, source):
+    chosen = kd.source_choice(source, OS[os_name])
+    assert chosen == {"source": source, "how": "asked", "why": f"asked: nvidia_driver_source={source}",
+                      "words": f"source: {source} (asked: nvidia_driver_source={source})"}
+
+
+def test_explicit_sources_plan_as_before():
+    runfile = choose("Rocky 10", ["T4"], source="runfile",
+                     runfile_url="http://mirror.local/NVIDIA-Linux-x86_64-580.95.05.run")
+    assert (runfile["source"], runfile["packages"], runfile["runfile"]["target"]) == ("runfile", [], "580.95.05")
+    deb_cuda = choose("Debian 12", ["H100"], source="cuda_repo")
+    assert (deb_cuda["source"], deb_cuda["packages"]) == ("cuda_repo", ["nvidia-open-595"])
+    ubuntu = choose("Ubuntu 24.04", ["T4"], source="distro")
+    assert ubuntu["packages"][0] == "nvidia-headless-595-server-open"
+
+
+def test_distro_on_el_is_refused_saying_the_os_ships_no_driver():
+    with pytest.raises(KgnError, match=r"nvidia_driver_source=distro is not available on RedHat-10: it has no "
+                                       r"distribution driver packages \(Rocky Linux 10 ships no NVIDIA driver\)\. Use "
+                                       r"nvidia_driver_source=auto \(the default: NVIDIA's CUDA repository here\), "
+                                       r"cuda_repo or runfile"):
+        choose("Rocky 10", ["T4"], source="distro")
+
+
+@pytest.mark.parametrize("os_release", [
+    {"id": "amzn", "version_id": "2023", "id_like": "fedora"},
+    {"id": "sles", "version_id": "15.6", "id_like": "suse"},
+    {"id": "arch", "version_id": "20260101"},
+])
+def test_auto_on_an_os_the_role_does_not_know_names_the_setting_and_its_choices(os_release):
+    with pytest.raises(KgnError, match=r"nvidia_driver_source=auto: no default source for .* an OS the role does not "
+                                       r"install the driver on \(it supports Debian-12, .*RedHat-10\)\. "
+                                       r"nvidia_driver_source must be one of auto, distro, cuda_repo, runfile$"):
+        kd.driver_plan({**INPUTS, "source": "auto"}, {"os": os_release})
+    # an explicit source on such an OS gets the platform refusal it always got
+    with pytest.raises(KgnError, match=r"supports Debian-12, .*; this host is"):
+        kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": os_release})
+
+
+def test_auto_without_the_os_is_refused_never_guessed():
+    with pytest.raises(KgnError, match=r"set kgn_observed_nvidia_driver\.os\.id/version_id"):
+        kd.source_choice("auto", {})
+
+
+def test_a_source_outside_the_choices_is_refused():
+    with pytest.raises(KgnError, match=r"nvidia_driver_source is 'ppa'; it must be one of auto, distro, cuda_repo, "
+                                       r"runfile"):
+        kd.source_choice("ppa", OS["Rocky 10"])
+
+
+def test_the_adopted_centos_7_drivers_stay_adopted_under_the_default():
+    """The field-note CentOS 7.9 nodes: runfile drivers no package owns, kept as they are (inventories/examples)."""
+    observed = {"os": OS["CentOS 7"], "architecture": "x86_64",
+                "driver": {"present": True, "owned": False, "version": "460.32.03",
+                           "nvidia_smi": "/usr/bin/nvidia-smi"}}
+    plan = kd.driver_plan({**INPUTS, "source": "auto", "branch": "460", "version": "460.32.03"}, observed)
+    assert plan["adopted"]["version"] == "460.32.03" and plan["specs"] == [] and plan["missing"] == []
+    assert plan["source"] == "cuda_repo" and plan["source_choice"]["how"] == "auto"
+    assert [f["path"] for f in plan["files"] if f["content"] is not None] == ["/etc/yum.conf", kd.FILES["blacklist"]]
+
+
+def test_the_module_reads_the_packages_of_the_resolved_source():
+    # observe() asks driver_packages with the role's inputs as given: auto is resolved there too
+    basics = kd.driver_packages({**INPUTS, "source": "auto"}, {"os": OS["Rocky 10"]})
+    assert (basics["source"], basics["family"], basics["packages"][0]) == ("cuda_repo", "redhat", "nvidia-open")
+    assert basics["choice"]["platform"] == "RedHat-10"
+
+
 def test_no_gpu_facts_chooses_by_branch_and_says_so():
     plan = kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": OS["Rocky 10"]})
     assert (plan["branch"], plan["kernel_module"]) == ("595", "open")

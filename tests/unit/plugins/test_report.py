@@ -142,6 +142,19 @@ def test_rows_of_stopped_hosts_quote_the_recorded_cause():
     assert r.failed_steps(list(rows.values()))[0].startswith("n1: failed in task 'Make nvidia the default'")
 
 
+def test_a_host_that_hung_is_named_as_hung_with_the_timeout():
+    """A frozen host fails its task at kgn_task_timeout; its row says it hung, not that the task said no."""
+    row = stopped("n4", {"play": "Wire the container runtime to the GPU", "task": "Install the toolkit",
+                         "unreachable": False, "msg": "Task failed: Timed out after 60 second(s).",
+                         "timed_out": True, "timeout": 60})
+    first = row["checks"][0]
+    assert first["summary"] == ("hung: task 'Install the toolkit' of play 'Wire the container runtime to the GPU' "
+                                "did not finish within 60 s and was stopped")
+    [why] = first["diagnosis"]
+    assert why["id"] == "host_timed_out" and "kgn_task_timeout (60 s)" in why["cause"]
+    assert row["verdict"] == "failed"
+
+
 def test_a_host_that_stopped_keeps_what_it_gathered():
     """Its driver play recorded the driver before the runtime play failed: the row shows it, not "?"."""
     driver = {"plan": {"version_package": "nvidia-driver"},

@@ -161,7 +161,7 @@ def test_the_api_answer_of_the_hosts_api_server_is_picked_from_the_looped_read()
     assert api_answer(looped, "cp1")["reachable"] is True
     assert api_answer(looped, "")["error"] == "no kubeconfig"
     assert verify.api_view(api_answer(looped, "cp2"), "gpu1") == {
-        "reachable": False, "node_name": "gpu1", "error": "ssh: timed out"}
+        "reachable": False, "node_name": "gpu1", "error": "ssh: timed out", "read": True, "server": ""}
     assert api_answer(looped, "cp3") is None and api_answer(None, "cp1") is None
     # with a kubeconfig, the target must have it too (two clusters reached from one host)
     two = {"results": [{"item": {"host": "", "kubeconfig": "/a.conf"}, "reachable": True, "cluster": "a"},
