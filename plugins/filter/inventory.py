@@ -15,6 +15,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import api, checks, contract, dra, runtime, stacks, verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.inputs import whole_number
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 try:  # ansible-core 2.19+: a string read from a file is templated only once trusted as a template
@@ -161,11 +162,11 @@ def _node_name_problems(run: dict, groups: dict, hostvars) -> list[str]:
 def _wait_problems(host: str, inputs: RoleInputs, names: list) -> list[str]:
     """A role's own wait (a reboot, a drain, a health check) that the run's task timeout would cut short: Ansible
     would stop the task as hung before the wait could end."""
-    limit = inputs.get("kgn_task_timeout")
+    limit = whole_number(inputs.get("kgn_task_timeout"))
     problems = []
     for name in names:
-        value = inputs.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and isinstance(limit, int) and value >= limit:
+        value = whole_number(inputs.get(name))
+        if value is not None and limit is not None and value >= limit:
             problems.append(f"{host}: {name} is {value} s, not shorter than kgn_task_timeout ({limit} s): the task "
                             f"would be stopped as hung before its own wait ends; raise kgn_task_timeout above it or "
                             f"lower {name}")

@@ -130,9 +130,11 @@ def value_problems(host: str, variables: dict) -> list:
             problems.append(f"{host}: {name} is empty (YAML reads a blank value as null); write {hint} "
                             f"explicitly or remove the line ({spec['description']})")
             continue
-        if spec["type"] == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-            problems.append(f"{host}: {name} is {value!r}; write a whole number (unquoted)")
-            continue
+        if spec["type"] == "int":
+            value = inputs.whole_number(value)
+            if value is None:
+                problems.append(f"{host}: {name} is {variables[name]!r}; write a whole number")
+                continue
         if spec["type"] == "bool" and not isinstance(value, bool):
             problems.append(f"{host}: {name} is {value!r}; write true or false")
             continue

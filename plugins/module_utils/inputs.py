@@ -143,15 +143,29 @@ def _absolute_path(name, value):
     return [f"{name} is {value!r}; write an absolute path (starting with /)"]
 
 
+def whole_number(value):
+    """``value`` as an int when it is one, or a string of digits (``-e name=60`` on the command line gives text),
+    else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
 def seconds(name, value):
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _LONGEST_WAIT:
+    value = whole_number(value)
+    if value is not None and 1 <= value <= _LONGEST_WAIT:
         return []
     return [f"{name} is {value!r}; write a number of seconds from 1 to {_LONGEST_WAIT}"]
 
 
 def _count_from(low):
     def check(name, value):
-        if isinstance(value, int) and not isinstance(value, bool) and value >= low:
+        value = whole_number(value)
+        if value is not None and value >= low:
             return []
         return [f"{name} is {value!r}; write a whole number of at least {low}"
                 + (" (0 = no limit)" if low == 0 else "")]
@@ -282,8 +296,8 @@ def strict_type_problems(name, value, option):
         return [f"{name} is {value!r} ({type(value).__name__}); it must be a YAML list, e.g. [a, b]"]
     if kind == "dict" and not isinstance(value, dict):
         return [f"{name} is {value!r} ({type(value).__name__}); it must be a YAML mapping, e.g. {{key: value}}"]
-    if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-        return [f"{name} is {value!r}; it must be a whole number (unquoted)"]
+    if kind == "int" and whole_number(value) is None:
+        return [f"{name} is {value!r}; it must be a whole number"]
     if kind == "bool" and not isinstance(value, bool):
         return [f"{name} is {value!r}; write true or false"]
     return []
