@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ansible.errors import AnsibleFilterError
+from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
@@ -20,9 +20,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 try:  # ansible-core 2.19+: a string read from a file is templated only once trusted as a template
     from ansible.template import trust_as_template
-except ImportError:  # 2.16-2.18 template every string
+except ImportError:  # 2.16-2.18: a file's text comes marked unsafe (never templated); a plain str copy is templated
     def trust_as_template(value):
-        return value
+        return "".join([value])
 
 assert verify  # imported for its checks: checks.REGISTRY holds every check verify runs (the waivers name them)
 
@@ -136,14 +136,16 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None,
             given = {name: value for name, value in given_all.items() if name in options}
             if given:
                 problems.extend(_role_input_problems(host, given, options, seen))
-    run = {host: RoleInputs(host, hv, hostvars, defaults) for host, hv in read.items() if host not in unreadable}
+    # the decisions below stand on values already found valid: a host with a wrong one is said once, above
+    wrong = unreadable | {line.split(": ", 1)[0] for line in problems}
+    run = {host: RoleInputs(host, hv, hostvars, defaults) for host, hv in read.items() if host not in wrong}
     waits = sorted(name for name in defaults if name.endswith("_timeout"))
     try:
         for host, inputs in run.items():
             problems.extend(_wait_problems(host, inputs, waits))
         problems.extend(_node_name_problems(run, groups, hostvars))
         problems.extend(_cluster_problems(run, control_plane, gpu_nodes))
-    except Exception as err:  # a role default that cannot be rendered for a host: say which and why
+    except AnsibleError as err:  # a role default that cannot be rendered for a host: say which and why
         problems.append(f"inventory: a role default cannot be rendered with this inventory's values: {err}")
     return _merge_hosts(list(dict.fromkeys(problems)), sorted(read))
 
