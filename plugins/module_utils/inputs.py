@@ -300,4 +300,8 @@ def strict_type_problems(name, value, option):
         return [f"{name} is {value!r}; it must be a whole number"]
     if kind == "bool" and not isinstance(value, bool):
         return [f"{name} is {value!r}; write true or false"]
+    if kind == "raw" and isinstance(value, str) and value.lower() in ("true", "false") \
+            and any(isinstance(c, bool) for c in option.get("choices") or []):
+        return [f"{name} is the text {value!r} (as `-e {name}={value}` gives), not a boolean; write "
+                f"{value.lower()} unquoted in YAML, or -e '{{\"{name}\": {value.lower()}}}'"]
     return []

@@ -44,8 +44,16 @@ def test_oke_renders_the_second_scheduler_with_the_elastic_gpu_extender(tmp_path
 
 
 def test_oke_without_the_second_scheduler_is_refused_before_anything_is_written(tmp_path):
-    result = _render(tmp_path, "-e", "gpu_sharing_stacks_secondary_scheduler=false")
+    result = _render(tmp_path, "-e", '{"gpu_sharing_stacks_secondary_scheduler": false}')
     assert result.returncode != 0
     assert "stack elastic_gpu needs a kube-scheduler extender" in result.stdout
     assert "set gpu_sharing_stacks_secondary_scheduler to auto or true" in result.stdout
+    assert not any(tmp_path.rglob("*.yml"))
+
+
+def test_a_boolean_given_as_text_is_refused_with_how_to_write_it(tmp_path):
+    """`-e name=false` gives the text "false", which the setting's choices (auto, true, false) do not hold."""
+    result = _render(tmp_path, "-e", "gpu_sharing_stacks_secondary_scheduler=false")
+    assert result.returncode != 0
+    assert "gpu_sharing_stacks_secondary_scheduler is the text 'false'" in result.stdout
     assert not any(tmp_path.rglob("*.yml"))
