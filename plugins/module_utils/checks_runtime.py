@@ -85,6 +85,16 @@ def runtime_binary(seen, want, done):
     return failed(f"{binary.get('path')} {why}", **evidence)
 
 
+# dockerd started with --config-file naming another file: said by both runtime checks it breaks
+CONFIG_FILE_ELSEWHERE = ("{default_set_by} starts dockerd with --config-file={default_set_value}, so dockerd reads "
+                         "that file, not {default_ours}, where this project writes the nvidia runtime")
+CONFIG_FILE_FIX = ("set nvidia_container_runtime_docker_config: {default_set_value} and re-run "
+                   "playbooks/nvidia_container_runtime.yml (it merges the runtime into that file); or remove "
+                   "--config-file from the ExecStart in {default_set_by}")
+CONFIG_FILE_SOURCE = ("Docker daemon configuration file (--config-file), "
+                      "https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file")
+
+
 RUNTIME_REGISTERED_CAUSES = [
     cause("engine_stopped", when={"active": False},
           cause=("{engine} is not running ({service}): every pod on this node, GPU or not, fails to "
@@ -110,13 +120,7 @@ RUNTIME_REGISTERED_CAUSES = [
                   "https://github.com/containerd/containerd/blob/main/docs/cri/config.md")),
     cause("docker_config_file_elsewhere", when={"engine": "docker", "answered": True,
                                                "default_set_key": "--config-file"},
-          cause=("{default_set_by} starts dockerd with --config-file={default_set_value}, so dockerd reads that "
-                 "file, not {default_ours}, where this project writes the nvidia runtime"),
-          fix=("set nvidia_container_runtime_docker_config: {default_set_value} and re-run "
-               "playbooks/nvidia_container_runtime.yml (it merges the runtime into that file); or remove "
-               "--config-file from the ExecStart in {default_set_by}"),
-          source=("Docker daemon configuration file (--config-file), "
-                  "https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file")),
+          cause=CONFIG_FILE_ELSEWHERE, fix=CONFIG_FILE_FIX, source=CONFIG_FILE_SOURCE),
     cause("docker_nvidia_missing", when={"engine": "docker", "answered": True,
                                          "default_set_key": {"not": "--config-file"}},
           cause=("Docker has no nvidia runtime (runtimes: {runtimes}): /etc/docker/daemon.json lacks a"
@@ -225,14 +229,8 @@ RUNTIME_DEFAULT_CAUSES = [
                   "start), https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file; "
                   "docs/versions.md, B3b. A config file after ours")),
     cause("docker_config_file_flag", when={"engine": "docker", "default_set_key": "--config-file"},
-          cause=("{default_set_by} starts dockerd with --config-file={default_set_value}, so dockerd reads that "
-                 "file, not {default_ours}, where this project writes the nvidia runtime; Docker's default runtime "
-                 "is \"{default_runtime}\""),
-          fix=("set nvidia_container_runtime_docker_config: {default_set_value} and re-run "
-               "playbooks/nvidia_container_runtime.yml (it merges the runtime into that file); or remove "
-               "--config-file from the ExecStart in {default_set_by}"),
-          source=("Docker daemon configuration file (--config-file), "
-                  "https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file")),
+          cause=CONFIG_FILE_ELSEWHERE + "; Docker's default runtime is \"{default_runtime}\"", fix=CONFIG_FILE_FIX,
+          source=CONFIG_FILE_SOURCE),
     cause("docker_default_not_nvidia", when={"engine": "docker", "nvidia_registered": True,
                                             "default_set_by": {"nonempty": False}},
           cause=("Docker's default runtime is \"{default_runtime}\", not nvidia: \"default-runtime\" in "
