@@ -13,7 +13,16 @@ from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import api, checks, contract, dra, runtime, stacks, verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import (
+    api,
+    checks,
+    contract,
+    dra,
+    isolation,
+    runtime,
+    stacks,
+    verify,
+)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.inputs import whole_number
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
@@ -193,6 +202,7 @@ def _cluster_problems(run: dict, control_plane: list, gpu_nodes: list) -> list[s
     problems.extend(stacks.stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane),
                                           secondary_scheduler=secondary))
     problems.extend(_dra_problems(run, stacks_by_node))
+    problems.extend(_isolation_problems(run, gpu_nodes))
     for host in control_plane:
         if host in run:
             problems.extend(_resource_api_problems(host, run[host]))
@@ -210,6 +220,21 @@ def _resource_api_problems(host: str, inputs: RoleInputs) -> list[str]:
     except KgnError as err:
         return [f"{host}: {str(err).replace(' Nothing was changed.', '')}"]
     return []
+
+
+def _isolation_problems(run: dict, gpu_nodes: list) -> list[str]:
+    """NVIDIA_VISIBLE_DEVICES refused on a node whose stack hands GPUs out by nothing else (isolation decides)."""
+    problems = []
+    for host in gpu_nodes:
+        if host in run:
+            inputs = run[host]
+            try:
+                isolation.envvar_policy(inputs.get("nvidia_container_runtime_envvar_unprivileged"),
+                                        inputs.get("nvidia_container_runtime_stacks"),
+                                        inputs.get("nvidia_container_runtime_kubernetes_version"))
+            except KgnError as err:
+                problems.append(f"{host}: {str(err).replace(' Nothing was changed', '')}")
+    return problems
 
 
 def _dra_problems(run: dict, stacks_by_node: dict) -> list[str]:

@@ -87,6 +87,62 @@ def pod_smoke(seen, want, done):
                                                      api_host=result.get("api_host", ""))
 
 
+@check("gpu_isolation", "a container that asks for no GPU gets none, even with NVIDIA_VISIBLE_DEVICES=all",
+       kinds=(GPU_NODE,), concerns=("nvidia_container_toolkit", "container_runtime", "stacks"),
+       causes=[cause("isolation_open", when={"probe": "open", "decided": "closed"},
+                     cause="the toolkit still hands GPUs to an unprivileged container that sets "
+                           "NVIDIA_VISIBLE_DEVICES, although this project refuses it on this node: the toolkit's "
+                           "config.toml was changed back, "
+                           "or the engine's default runtime is not the one that reads it",
+                     fix="run site.yml (it writes accept-nvidia-visible-devices-envvar-when-unprivileged = false "
+                         "into /etc/nvidia-container-runtime/config.toml); look for a second config (XDG_CONFIG_HOME, "
+                         "NVIDIA_CTK_CONFIG_FILE_PATH) in the engine's environment",
+                     source="docs/isolation.md"),
+               cause("isolation_closed_needed", when={"probe": "closed", "decided": "open", "needed": True},
+                     cause="the toolkit refuses NVIDIA_VISIBLE_DEVICES from unprivileged containers, but a stack of "
+                           "this node hands GPUs out by nothing else: its pods start without their GPU",
+                     fix="run site.yml (it writes the toolkit setting the node's stacks need), or move the node to a "
+                         "stack that does not depend on the variable",
+                     source="docs/isolation.md"),
+               cause("isolation_open_by_choice", when={"probe": "open", "decided": "open"}, status="warn",
+                     cause="any container on this node may take every GPU by setting NVIDIA_VISIBLE_DEVICES",
+                     fix="move the node to nvidia_device_plugin, hami (Kubernetes 1.23+) or nvidia_dra, then leave "
+                         "kgn_gpu_envvar_unprivileged at auto",
+                     source="docs/isolation.md")])
+def gpu_isolation(seen, want, done):
+    if "smoke" not in want:
+        return None
+    off = _off(want, "engine")
+    if off:
+        return skipped(off, off=True)
+    found = seen.get("smoke") or {}
+    # the engine's container (gpu_node_verify) and the pod (gpu_pod_smoke, beside the stacks' pods)
+    probes = {kind: probe for kind, probe in (("engine", found.get("isolation")),
+                                              ("pod", (found.get("pod") or {}).get("isolation"))) if probe}
+    if not probes:
+        return skipped("skipped: not run (the engine smoke did not run)")
+    statuses = {probe.get("status") for probe in probes.values()}
+    summary = "; ".join(f"{kind}: {probe.get('summary')}" for kind, probe in probes.items())
+    decided = want.get("isolation")
+    evidence = {"probe": "open" if "open" in statuses else "closed" if "closed" in statuses else "not_run",
+                "injected": sorted({i for probe in probes.values() for i in probe.get("injected") or []}),
+                "decided": "" if not decided else "closed" if decided.get("refuse") else "open",
+                "needed": bool((decided or {}).get("needed_by")), "why": (decided or {}).get("why", ""),
+                "probes": probes}
+    if evidence["probe"] == "not_run":
+        return skipped(f"skipped: {summary}", **evidence)
+    if not decided:
+        return warn(f"{summary} (no recorded decision of the runtime role to compare with)", **evidence)
+    if evidence["probe"] == evidence["decided"]:
+        if evidence["probe"] == "closed":
+            return ok(summary, **evidence)
+        return warn(f"{summary}; {decided.get('why')}", **evidence)
+    if evidence["probe"] == "closed" and not evidence["needed"]:
+        return ok(f"{summary} (kgn_gpu_envvar_unprivileged is accept, but something of the node's own refuses it)",
+                  **evidence)
+    return failed(summary, **evidence)
+
+
 def _part(found):
     """One smoke's part of the column: what it showed, or "-" (with why) when it did not count."""
     if not found:
@@ -117,3 +173,22 @@ def _smoke_cell(observed, expected, checks):
     if not shown or all(part == "-" for _, part in shown):
         return "-"
     return "; ".join(f"{name}: {part}" for name, part in shown)
+
+
+@column("isolation", "isolation", gpu_node_only=True)
+def _isolation_cell(observed, expected, checks):
+    """closed, open (and why it is allowed), or "-" when the probe did not run."""
+    found = next((c for c in checks if c.get("id") == "gpu_isolation"), None)
+    if not found or found.get("status") in ("skipped",):
+        return "-"
+    evidence = found.get("evidence") or {}
+    word = evidence.get("probe") or "-"
+    if found.get("status") == "failed":
+        return f"FAILED ({word})"
+    if found.get("status") == "waived":
+        return f"{word} (waived)"
+    if word == "open" and evidence.get("needed"):
+        return "open (a stack needs it)"
+    if word == "open":
+        return "open (accepted)"
+    return word

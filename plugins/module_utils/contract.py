@@ -8,7 +8,7 @@ controller-side filter passes in the hosts' variables and the roles' argument sp
 
 from __future__ import annotations
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import inputs, mig, runtime, scheduler, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import inputs, isolation, mig, runtime, scheduler, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
@@ -85,6 +85,12 @@ CONTRACT = {
         "values": "default `1800` (seconds)",
         "description": "the longest one task may run on a host: a host that hangs mid-task (a stuck mount, a frozen "
                        "kernel) fails alone, the others go on, and the report names it (docs/operations.md)",
+    },
+    "kgn_gpu_envvar_unprivileged": {
+        "type": "str", "choices": list(isolation.POLICIES), "default": "auto",
+        "description": "whether a container that asked for no GPU may take GPUs by setting NVIDIA_VISIBLE_DEVICES: "
+                       "`auto` refuses it unless a stack of the cluster needs it, `accept` is the old behaviour "
+                       "(runtime, stacks and verify read it; docs/isolation.md)",
     },
     "kube_api_kubeconfig": {
         "type": "str", "default": DEFAULT_KUBECONFIG,

@@ -10,7 +10,7 @@ import fnmatch
 import json
 import posixpath
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli, _tomli_w
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli, _tomli_w, isolation
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, require_text, to_plain
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (
@@ -336,12 +336,18 @@ def runtime_mode(inputs: object, observed: object = None) -> dict:
     return {**result, "mode": "legacy", "why": f"auto: {'; '.join(problems)}"}
 
 
-def toolkit_config_text(existing: object, default: object, mode: str) -> str:
-    """The toolkit's config.toml with ``[nvidia-container-runtime] mode`` set to ``mode`` ("cdi" or "legacy").
+def _toml_value(value):
+    return ("true" if value else "false") if isinstance(value, bool) else f'"{value}"'
+
+
+def toolkit_config_text(existing: object, default: object, mode: str, top: object = None) -> str:
+    """The toolkit's config.toml with ``[nvidia-container-runtime] mode`` set to ``mode`` ("cdi" or "legacy") and
+    each top-level key of ``top`` (``{key: value}``; None leaves the key as the file has it) set.
 
     Starts from the file on the node, or, when it is missing, from ``nvidia-ctk config default`` (what the
-    package's postinst writes). Only the one line changes: comments and the user's other keys stay, as with
-    ``nvidia-ctk config --in-place --set nvidia-container-runtime.mode=...``.
+    package's postinst writes). Only those lines change: comments and the user's other keys stay, as with
+    ``nvidia-ctk config --in-place --set ...``. A top-level key the file shows only commented out
+    (``#key = default``, as the toolkit's default file lists them) is set on that line.
     """
     if mode not in ("cdi", "legacy"):
         raise KgnError(f"toolkit_config_text: mode {mode!r} is not cdi or legacy")
@@ -349,29 +355,48 @@ def toolkit_config_text(existing: object, default: object, mode: str) -> str:
     text = "" if text is None else require_text(str(text), TOOLKIT_CONFIG)
     toml_parse(text, TOOLKIT_CONFIG)
     lines = text.splitlines()
-    wanted = f'mode = "{mode}"'
-    section, header, done = None, None, False
+    wanted = {("nvidia-container-runtime", "mode"): mode}
+    wanted.update({(None, key): value for key, value in (top or {}).items() if value is not None})
+    for (section, key), value in wanted.items():
+        _set_line(lines, section, key, f"{key} = {_toml_value(value)}")
+    result = "\n".join(lines) + "\n"
+    parsed = toml_parse(result, TOOLKIT_CONFIG)
+    for (section, key), value in wanted.items():
+        if (parsed.get(section, {}) if section else parsed).get(key) != value:
+            name = f"{section}.{key}" if section else key
+            raise KgnError(f"{TOOLKIT_CONFIG}: could not set {name} to {value!r}; fix the file")
+    return result
+
+
+def _set_line(lines: list, section: object, key: str, wanted: str) -> None:
+    """Set ``key`` of ``section`` (None: the top level) in the TOML ``lines``: its line, else its commented-out
+    line, else a new line at the section's start (top level: before the first table)."""
+    current, header, commented, first_table = None, None, None, None
     for index, line in enumerate(lines):
         stripped = line.strip()
         if stripped.startswith("["):
-            section = stripped.strip("[]").strip()
-            if section == "nvidia-container-runtime":
+            current = stripped.strip("[]").strip()
+            first_table = index if first_table is None else first_table
+            if current == section:
                 header = index
             continue
-        if section == "nvidia-container-runtime" and stripped.split("=")[0].strip() == "mode":
+        if current != section:
+            continue
+        if stripped.split("=")[0].strip() == key:
             lines[index] = wanted
-            done = True
-            break
-    if not done:
+            return
+        named = stripped.lstrip("#").split("=")[0].strip() == key and "=" in stripped
+        if section is None and commented is None and stripped.startswith("#") and named:
+            commented = index
+    if commented is not None:
+        lines[commented] = wanted
+    elif section is None:
+        lines.insert(first_table if first_table is not None else len(lines), wanted)
+    else:
         if header is None:
-            lines += (["", "[nvidia-container-runtime]"] if lines else ["[nvidia-container-runtime]"])
+            lines += (["", f"[{section}]"] if lines else [f"[{section}]"])
             header = len(lines) - 1
         lines.insert(header + 1, wanted)
-    result = "\n".join(lines) + "\n"
-    parsed = toml_parse(result, TOOLKIT_CONFIG).get("nvidia-container-runtime", {})
-    if parsed.get("mode") != mode:
-        raise KgnError(f"{TOOLKIT_CONFIG}: could not set nvidia-container-runtime.mode to {mode!r}; fix the file")
-    return result
 
 
 # --- Docker daemon.json ----------------------------------------------------------------------------
@@ -1057,22 +1082,24 @@ def default_refusal(plan: object) -> str:
 
 
 PLAN_DEFAULTS = {"mode": "auto", "toolkit_version": None, "cdi_spec_path": CDI_SPEC_PATH,
-                 "toolkit_config": TOOLKIT_CONFIG}
+                 "toolkit_config": TOOLKIT_CONFIG, "envvar_unprivileged": "auto", "stacks": []}
 
 
 def _spec_dir(inputs: dict) -> str:
     return inputs["cdi_spec_path"].rsplit("/", 1)[0] or "/"
 
 
-def _toolkit_files(inputs: dict, observed: dict, mode: str, assumed: list) -> list:
-    """The toolkit's config.toml with the mode of the plan (no engine restart: the runtime reads it per container)."""
+def _toolkit_files(inputs: dict, observed: dict, mode: str, isolation_policy: dict, assumed: list) -> list:
+    """The toolkit's config.toml with the mode of the plan and who may ask for GPUs by NVIDIA_VISIBLE_DEVICES (no
+    engine restart: the runtime reads it per container)."""
     path = inputs["toolkit_config"]
     files = observed.get("files") or {}
     existing, default = files.get(path), observed.get("toolkit_default")
     if existing is None and default is None:
         assumed.append(f"{path} does not exist and `nvidia-ctk config default` was not recorded: the rendered file "
                        "holds only the mode, while a run starts from the toolkit's defaults")
-    return [{"path": path, "content": toolkit_config_text(existing, default, mode), "mode": "0644"}]
+    top = isolation.toolkit_settings(isolation_policy)
+    return [{"path": path, "content": toolkit_config_text(existing, default, mode, top), "mode": "0644"}]
 
 
 # The toolkit's refresh of the spec (from 1.18): nvidia-cdi-refresh.path watches the kernel's module list and
@@ -1163,6 +1190,8 @@ def runtime_plan(inputs: object, observed: object) -> dict:
     versions = _observed_versions(observed, inputs, assumed)
     decided = runtime_mode(inputs, observed)
     engine, mode = decided["engine"], decided["mode"]
+    policy = isolation.envvar_policy(inputs["envvar_unprivileged"], inputs["stacks"],
+                                     inputs.get("kubernetes_version"))
     cdi = mode == "cdi"
     files = observed.get("files") or {}
     cri_plugin = None
@@ -1176,7 +1205,8 @@ def runtime_plan(inputs: object, observed: object) -> dict:
         "runtime_mode": mode,
         "runtime_mode_why": decided["why"],
         "cdi": _cdi_section(inputs, observed, decided["toolkit_version"]) if cdi else None,
-        "toolkit_files": _toolkit_files(inputs, observed, mode, assumed)
+        "isolation": policy,
+        "toolkit_files": _toolkit_files(inputs, observed, mode, policy, assumed)
         + (_cdi_section(inputs, observed, decided["toolkit_version"])["refresh"]["files"] if cdi else []),
         "engine": engine,
         "service": SERVICE[engine],

@@ -33,6 +33,7 @@ Sources:
 
 import re
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import isolation
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 # The container and pod names and labels: a leftover of an interrupted run is found (and removed) by them.
@@ -50,6 +51,11 @@ CDI_ALL = "nvidia.com/gpu=all"
 CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
 # The environment the toolkit reads in legacy mode: every GPU, and the utility capability (nvidia-smi, NVML).
 LEGACY_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+# The same request as a volume mount, which the toolkit reads where it refuses the variable from unprivileged
+# containers (accept-nvidia-visible-devices-as-volume-mounts; isolation.py): /dev/null at <root>/all.
+LEGACY_MOUNT = {"source": "/dev/null", "destination": f"{isolation.MOUNTS_ROOT}/all"}
+# The isolation probe: a container that asks for no GPU but sets the variable (docs/isolation.md).
+PROBE_NAME = "kgn-gpu-isolation"
 
 MARK = "kgn-smoke:"
 # What the workload runs (sh -c): sequential prints between markers, no decision.
@@ -115,7 +121,15 @@ def cri_runtime(config, cri_plugin=""):
     return {"name": "", "runtime_type": "", "binary": "", "plugin": ""}
 
 
-def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s.io", name=NAME):
+def _legacy_request(engine):
+    env = [arg for key, value in sorted(LEGACY_ENV.items()) for arg in ("--env", f"{key}={value}")]
+    if engine == "docker":
+        return [*env, "--volume", f"{LEGACY_MOUNT['source']}:{LEGACY_MOUNT['destination']}:ro"]
+    mount = f"type=bind,src={LEGACY_MOUNT['source']},dst={LEGACY_MOUNT['destination']},options=rbind:ro"
+    return [*env, "--mount", mount]
+
+
+def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s.io", name=NAME, probe=False):
     """The command lines of one engine smoke: ``{engine, mode, image, name, run, cleanup, exists, image_present,
     pull, skip}`` (``exists`` answers 0 while the container is there).
 
@@ -124,8 +138,14 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
     (cdi, Docker 25 and later with CDI on). containerd: ``ctr run`` in the CRI's namespace with the CRI's default
     runtime handler (``cri``: its runtime_type and BinaryName, from cri_runtime), as kubelet's pods get it; CDI
     devices through ctr only from containerd 2.0 [CTR]. CRI-O runs containers only through the CRI: skipped, the pod
-    smoke covers it. ``skip`` says why when nothing can be run."""
+    smoke covers it. ``skip`` says why when nothing can be run.
+
+    In legacy mode the GPUs are asked for by the variable and by the volume mount the toolkit reads instead where
+    it refuses the variable. ``probe``: the isolation probe instead, a container named PROBE_NAME that asks for no
+    GPU (no mount, no CDI device) and sets only the variable, run with the engine's default runtime as a pod
+    would be."""
     choice(engine, ENGINES, "the engine")
+    name = PROBE_NAME if probe else name
     choice(mode, MODES, "the runtime mode")
     image = normalize_image(image, engine)
     plan = {"engine": engine, "mode": mode, "image": image, "name": name, "run": [], "cleanup": [], "exists": [],
@@ -137,13 +157,14 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
     script = ["sh", "-c", SCRIPT]
     if engine == "docker":
         version = _version_tuple(engine_version)
-        if mode == "cdi" and version is not None and version < (25, 0):
+        if mode == "cdi" and version is not None and version < (25, 0) and not probe:
             plan["skip"] = (f"Docker {engine_version} has no CDI (docker run --device takes CDI names from Docker 25, "
                             "with features.cdi on); the pod smoke tests this node")
             return plan
-        request = (["--device", CDI_ALL] if mode == "cdi"
-                   else [arg for key, value in sorted(LEGACY_ENV.items()) for arg in ("--env", f"{key}={value}")])
-        plan["run"] = ["docker", "run", "--name", name, "--label", f"{LABEL}=engine", "--network", "none",
+        request = (_probe_request() if probe else ["--device", CDI_ALL] if mode == "cdi"
+                   else _legacy_request(engine))
+        plan["run"] = ["docker", "run", "--name", name, "--label", f"{LABEL}={'isolation' if probe else 'engine'}",
+                       "--network", "none",
                        *request, image, *script]
         plan["cleanup"] = [["docker", "rm", "--force", name]]
         plan["exists"] = ["docker", "container", "inspect", "--format", "{{.Id}}", name]
@@ -153,7 +174,9 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
     cri = cri or {}
     ctr = ["ctr", "--namespace", namespace]
     runtime_type = cri.get("runtime_type") or "io.containerd.runc.v2"
-    if mode == "cdi":
+    if probe:
+        request = _probe_request()
+    elif mode == "cdi":
         version = _version_tuple(engine_version)
         if version is None or version < (2, 0):
             plan["skip"] = (f"ctr of containerd {engine_version or '(version unknown)'} cannot ask for CDI devices "
@@ -161,7 +184,7 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
             return plan
         request = ["--device", CDI_ALL]
     else:
-        request = [arg for key, value in sorted(LEGACY_ENV.items()) for arg in ("--env", f"{key}={value}")]
+        request = _legacy_request(engine)
     if runtime_type not in RUNC_SHIMS:
         plan["skip"] = (f"the CRI's default runtime {cri.get('name') or '?'} is of type {runtime_type}, which ctr "
                         "cannot be given a runtime binary for; the pod smoke tests this node")
@@ -169,12 +192,17 @@ def engine_plan(engine, mode, image, engine_version="", cri=None, namespace="k8s
     runtime = ["--runtime", "io.containerd.runc.v2"]
     if cri.get("binary"):
         runtime += ["--runc-binary", cri["binary"]]
-    plan["run"] = [*ctr, "run", "--label", f"{LABEL}=engine", *runtime, *request, image, name, *script]
+    plan["run"] = [*ctr, "run", "--label", f"{LABEL}={'isolation' if probe else 'engine'}", *runtime, *request, image,
+                   name, *script]
     plan["cleanup"] = [[*ctr, "task", "delete", "--force", name], [*ctr, "containers", "delete", name]]
     plan["exists"] = [*ctr, "containers", "info", name]
     plan["image_present"] = [*ctr, "images", "list", "--quiet", f"name=={image}"]
     plan["pull"] = [*ctr, "images", "pull", image]
     return plan
+
+
+def _probe_request():
+    return [arg for key, value in sorted(LEGACY_ENV.items()) for arg in ("--env", f"{key}={value}")]
 
 
 def image_present(rc, out):
@@ -533,6 +561,37 @@ def judge_engine(plan, host, run=None, image=None, engine_state=None):
         return verdict(status, cause, summary, seen=seen)
     status, cause, summary = judge_output(seen, host)
     return verdict(status, cause, summary, seen=seen)
+
+
+def judge_isolation(plan, run=None, image=None, engine_state=None):
+    """The isolation probe's result (plan from ``engine_plan(..., probe=True)``): ``{status, injected, summary}``.
+    ``closed``: the container, which asked for no GPU, got no GPU device node and no nvidia-smi; ``open``: the
+    runtime injected what ``injected`` lists (what was injected, so it says something true on a node without a
+    GPU too); ``not_run``: why the probe could not tell."""
+    image = image or {}
+    if plan.get("skip"):
+        return {"status": "not_run", "injected": [], "summary": f"not run: {plan['skip']}"}
+    if engine_state is not None and not engine_state.get("answered"):
+        return {"status": "not_run", "injected": [],
+                "summary": f"not run: {plan['engine']} did not answer ({first_line(engine_state.get('error'))})"}
+    if not image.get("present"):
+        return {"status": "not_run", "injected": [],
+                "summary": f"not run: the image {plan['image']} is not on the node"
+                           + ("" if image.get("check_mode") else f" ({first_line(image.get('error')) or 'no pull'})")}
+    if run is None:
+        return {"status": "not_run", "injected": [], "summary": "not run"}
+    seen = parse_output(run.get("stdout"))
+    if not seen["complete"]:
+        words = first_line(run.get("stderr") or run.get("stdout")) or f"exit code {run.get('rc')}"
+        return {"status": "not_run", "injected": [], "summary": f"the probe container did not run: {words}"}
+    injected = [f"/dev/{name}" for name in seen["gpu_devices"]]
+    if seen["smi"]["rc"] not in (None, 127):
+        injected.append("nvidia-smi")
+    request = "a container that asked for no GPU, with NVIDIA_VISIBLE_DEVICES=all"
+    if injected:
+        return {"status": "open", "injected": injected,
+                "summary": f"open: {request}, got {', '.join(injected)} from the runtime"}
+    return {"status": "closed", "injected": [], "summary": f"closed: {request}, got no GPU device and no nvidia-smi"}
 
 
 # --- the host's GPUs from what the driver's module recorded ------------------------------------------------

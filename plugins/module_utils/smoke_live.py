@@ -90,6 +90,47 @@ def ensure_image(module, plan, pull, timeout):
     return {"present": True, "pulled": True}
 
 
+def _run_container(module, plan, state, timeout):
+    """Run the plan's container and remove it: ``(run, runtime, removed, errors)``; ``runtime`` is what the engine
+    ran it with (Docker's inspect, containerd's CRI handler)."""
+    run, runtime, removed, errors = None, {}, False, []
+    try:
+        rc, out, err = host.run(module, plan["run"], timeout=timeout)
+        run = {"rc": rc, "stdout": out or "", "stderr": err or "", "timeout": timeout,
+               "timed_out": rc in (124, 137) and smoke.MARK + " end" not in (out or "")}
+        if plan["engine"] == "docker":
+            irc, iout, _ = host.run(module, ["docker", "inspect", "--format", "{{.HostConfig.Runtime}}",
+                                             plan["name"]], timeout=30)
+            runtime = {"name": (iout or "").strip() if irc == 0 else ""}
+        else:
+            runtime = dict(state["cri"])
+    finally:
+        removed, errors = cleanup(module, plan)
+    return run, runtime, removed, errors
+
+
+def run_isolation_probe(module, engine, mode="legacy", image=smoke.DEFAULT_IMAGE, pull=True, namespace="k8s.io",
+                        cri_plugin="", timeout=90):
+    """The isolation probe on this node (docs/isolation.md): a container through the engine kubelet uses that asks
+    for no GPU and sets NVIDIA_VISIBLE_DEVICES=all; what the runtime injected (smoke.judge_isolation). Check mode
+    starts no container."""
+    state = engine_state(module, engine, cri_plugin)
+    plan = smoke.engine_plan(engine, mode, image, state["version"], state["cri"], namespace, probe=True)
+    if plan["skip"] or not state["answered"]:
+        return smoke.judge_isolation(plan, engine_state=state)
+    if module.check_mode:
+        return {"status": "not_run", "injected": [], "summary": "not run: a check-mode run starts no container"}
+    cleanup(module, plan)
+    found = ensure_image(module, plan, pull, timeout)
+    run, runtime, _, errors = _run_container(module, plan, state, timeout) if found["present"] else \
+        (None, {}, False, [])
+    result = smoke.judge_isolation(plan, run, found, state)
+    result.update(engine=engine, mode=mode, argv=plan["run"], runtime=runtime)
+    if errors or present(module, plan):
+        result["summary"] += f"; the container {plan['name']} could not be removed ({'; '.join(errors)})"
+    return result
+
+
 def run_engine_smoke(module, engine, mode="legacy", image=smoke.DEFAULT_IMAGE, pull=True, namespace="k8s.io",
                      cri_plugin="", timeout=90):
     """The engine smoke on this node: ``(result, changed)``; ``result`` as the gpu_smoke module returns it, changed
@@ -105,20 +146,8 @@ def run_engine_smoke(module, engine, mode="legacy", image=smoke.DEFAULT_IMAGE, p
         return dict(base, status="skipped", cause="", summary="skipped: a check-mode run starts no container"), False
     leftover, _ = cleanup(module, plan)
     found = ensure_image(module, plan, pull, timeout)
-    run, runtime, removed, errors = None, {}, False, []
-    if found["present"]:
-        try:
-            rc, out, err = host.run(module, plan["run"], timeout=timeout)
-            run = {"rc": rc, "stdout": out or "", "stderr": err or "", "timeout": timeout,
-                   "timed_out": rc in (124, 137) and smoke.MARK + " end" not in (out or "")}
-            if engine == "docker":
-                irc, iout, _ = host.run(module, ["docker", "inspect", "--format", "{{.HostConfig.Runtime}}",
-                                                 plan["name"]], timeout=30)
-                runtime = {"name": (iout or "").strip() if irc == 0 else ""}
-            else:
-                runtime = dict(state["cri"])
-        finally:
-            removed, errors = cleanup(module, plan)
+    run, runtime, removed, errors = _run_container(module, plan, state, timeout) if found["present"] else \
+        (None, {}, False, [])
     result = smoke.judge_engine(plan, view, run, found, state)
     result.update(base)
     if run is not None:

@@ -19,7 +19,7 @@ Sources:
 import hashlib
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, smoke
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import (
     LABEL,
@@ -57,6 +57,28 @@ def pod_spec(stack, entry, override=None, resource_api=""):
     choice(gpus, ("required", "optional"), f"the smoke's gpus of stack {stack}")
     claim = dict(smoke["claim"], api_version=resource_api or "") if smoke.get("claim") else None
     return {"stack": stack, "limits": limits, "gpus": gpus, "env": dict(smoke.get("env") or {}), "claim": claim}
+
+
+# The isolation probe's pod (docs/isolation.md): asks for no resource, sets the variable, judged by what it got.
+PROBE = "isolation"
+
+
+def probe_spec():
+    """The pod-smoke spec of the isolation probe: no limits, the environment of smoke.LEGACY_ENV set in the pod."""
+    return {"stack": PROBE, "limits": {}, "gpus": "optional", "env": {}, "claim": None, "probe": True,
+            "set_env": dict(smoke.LEGACY_ENV)}
+
+
+def judge_probe(pod, log="", judged=None):
+    """The isolation probe's result from its pod: smoke.judge_isolation of its log when it ran, else ``not_run``
+    with why the pod did not run (``judged``: judge_pod's verdict)."""
+    ran = pod is not None and pod_phase(pod) in ("Succeeded", "Failed") and parse_output(log)["complete"]
+    if not ran:
+        return {"status": "not_run", "injected": [],
+                "summary": f"not run: the probe pod {(judged or {}).get('summary') or 'did not run'}"}
+    result = smoke.judge_isolation({"image": ""}, {"rc": 0, "stdout": log, "stderr": ""}, {"present": True})
+    result["summary"] = result["summary"].replace("a container that asked", "a pod that asked", 1)
+    return result
 
 
 def _dns_label(text, limit=63):
@@ -103,6 +125,8 @@ def pod_objects(node, spec, image, namespace="default", scheduler_name="", toler
         "command": ["sh", "-c", SCRIPT],
         "resources": {"limits": {k: str(v) for k, v in sorted(spec["limits"].items())}},
     }
+    if spec.get("set_env"):
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec["set_env"].items())]
     pod_spec_ = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": int(deadline),

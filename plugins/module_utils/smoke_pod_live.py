@@ -150,6 +150,8 @@ def _prepare(node, p, check_mode):
         return dict(base, status="skipped", pods=unready, summary="; ".join(f"{e['stack']}: {e['summary']}"
                                                                             for e in unready))
     view = node.get("host") or None
+    # beside the stacks' pods, the isolation probe: a pod that asks for nothing and sets NVIDIA_VISIBLE_DEVICES=all
+    specs.append(smoke_pod.probe_spec())
     return {"base": base, "node": node, "specs": specs, "unready": unready, "view": view,
             "present": bool((view or {}).get("present", True)), "resources": sorted({r for s in specs
                                                                                     for r in s["limits"]})}
@@ -268,6 +270,10 @@ def _run(p, runs, api, where):
         judged = smoke_pod.judge_pod(obj, entry["spec"], events.get(entry["name"], []), log, run["view"],
                                      min(waited, run["node"]["timeout"]), run["node"]["timeout"],
                                      held if unscheduled else None, entry["create_error"])
+        if entry["spec"].get("probe"):  # not a smoke of the node's stacks: its own result, by what it got
+            run["base"]["isolation"] = dict(smoke_pod.judge_probe(obj, log, judged), name=entry["name"],
+                                            phase=judged.get("phase", ""))
+            continue
         entry.update(judged, log=log[-TAIL:], events=smoke_pod.event_texts(events.get(entry["name"], []))[-10:])
         entry.pop("spec")
         entry.pop("create_error")
@@ -279,7 +285,7 @@ def _run(p, runs, api, where):
     results = {}
     for run in runs:
         pods_ = run["base"]["pods"]
-        names = {e["name"] for e in pods_}
+        names = {e["name"] for e in pods_} | {(run["base"].get("isolation") or {}).get("name")}
         mine = [name for name in left or [] if name.split("/", 1)[-1] in names]
         deleted = ok and left is not None and not mine
         for entry in pods_:

@@ -43,7 +43,7 @@ import hashlib
 import json
 import re
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, hami, manifests, scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, hami, isolation, manifests, scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
@@ -527,7 +527,7 @@ STACK_INPUTS = {
     "registry_mirror": "", "sharing": "none", "mig_strategy": "none", "replicas": 4, "gpushare_mps": False,
     "secondary_scheduler": "auto",
     "secondary_scheduler_name": "kgn-gpu-scheduler", "secondary_scheduler_image": "", "control_plane_hosts": [],
-    "samples": False, "existing_device_plugin": "refuse", "allow_newer": False,
+    "samples": False, "existing_device_plugin": "refuse", "allow_newer": False, "envvar_unprivileged": "auto",
     # nvidia_dra (dra.dra_plan); dra_mig_layouts: the GPU nodes' nvidia_mig_layout values, for the MIG samples
     "dra_compute_domains": True, "dra_extended_resource": "auto", "dra_feature_gates": {}, "dra_cdi_hook_path": "",
     "dra_resource_api": "", "dra_mig_layouts": [],
@@ -1002,6 +1002,7 @@ def _template_plan(p):
     catalog = stack_catalog(stacks)
     api = _kubernetes(p) if stacks else None
     dp = _device_plugin(p) if "nvidia_device_plugin" in stacks else None
+    policy = isolation.envvar_policy(p["envvar_unprivileged"], stacks, p["kubernetes_version"])
     secondary = _secondary(p, catalog) if stacks else {"enabled": False}
     own_scheduler = _hami(p) if "hami" in stacks else {"enabled": False}
     # the API server's discovery is read by the module (finish_plan): until then the version's resource.k8s.io
@@ -1013,6 +1014,8 @@ def _template_plan(p):
         "manifest_dir": p["manifest_dir"],
         "api": api,
         "device_plugin": dp,
+        # who may ask for GPUs by NVIDIA_VISIBLE_DEVICES, and the device list strategy that works with it
+        "isolation": {**policy, "device_list_strategy": isolation.device_list_strategy(policy)},
         "catalog": catalog,
         "images": _images(p, dp),
         "sample_images": {s: stack_image(SAMPLE_IMAGES[s], p["registry_mirror"]) for s in stacks} if p["samples"]

@@ -324,6 +324,8 @@ def verify_observed(probe, states, api=None, run_failure=None, pod_smoke=None):
     observed["mig"] = _mig(_state(states, "nvidia_mig"))
     observed["scheduler"] = _scheduler(_state(states, "kube_scheduler"), probe)
     observed["smoke"] = {"engine": _smoke((probe or {}).get("engine_smoke")), "pod": _smoke(pod_smoke)}
+    isolation = (probe or {}).get("isolation_probe")
+    observed["smoke"]["isolation"] = dict(isolation) if isinstance(isolation, dict) and "status" in isolation else None
     return observed
 
 
@@ -368,6 +370,8 @@ def verify_expected(settings, states):
         # the smoke tests asked for (gpu_node_verify_engine_smoke, _pod_smoke); a check-mode run runs neither
         "smoke": {"engine": bool(settings.get("engine_smoke", False)), "pod": bool(settings.get("pod_smoke", False))},
         "check_mode": bool(settings.get("check_mode")),
+        # who may ask for GPUs by NVIDIA_VISIBLE_DEVICES on this node, as the runtime role decided and wrote it
+        "isolation": (_state(states, "container_runtime").get("plan") or {}).get("isolation"),
         # in a run that is a check as a whole (site.yml --check; not verify.yml, whose check-mode refresh is how
         # it sees drift), the concerns it would change: their checks are pending, not failed
         "pending": sorted(name for name, state in states.items()

@@ -139,7 +139,8 @@ observed:
     kubelet_plugins_registry {dir, dir_exists, entries}, containerd_backup_mentions_nvidia,
     scheduler {config {path, exists, extender_urls}, extenders, kube_proxy_mode,
     route_localnet}, engine_smoke (the engine smoke's result, with O(engine_smoke): status, cause, summary, engine,
-    mode, image, host, argv, stdout, stderr, runtime, cleanup).
+    mode, image, host, argv, stdout, stderr, runtime, cleanup), isolation_probe (with O(engine_smoke): a container
+    that asks for no GPU and sets NVIDIA_VISIBLE_DEVICES=all; status closed, open or not_run, injected, summary).
   returned: always
   type: dict
 """
@@ -153,7 +154,10 @@ import urllib.request  # noqa: E402
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host, smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import run_engine_smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import (  # noqa: E402
+    run_engine_smoke,
+    run_isolation_probe,
+)
 
 NVIDIA_VENDOR = "0x10de"
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
@@ -294,6 +298,10 @@ def main():
     if p["gpu_node"] and wanted:
         try:
             observed["engine_smoke"], pulled = run_engine_smoke(
+                module, wanted.get("engine") or "none", wanted.get("mode") or "legacy", p["smoke_image"],
+                p["smoke_pull"], cri_plugin=wanted.get("cri_plugin") or "", timeout=p["smoke_timeout"])
+            # the door check (docs/isolation.md): a container that asks for no GPU but sets NVIDIA_VISIBLE_DEVICES
+            observed["isolation_probe"] = run_isolation_probe(
                 module, wanted.get("engine") or "none", wanted.get("mode") or "legacy", p["smoke_image"],
                 p["smoke_pull"], cri_plugin=wanted.get("cri_plugin") or "", timeout=p["smoke_timeout"])
         except KgnError as err:

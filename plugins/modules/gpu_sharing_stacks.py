@@ -46,7 +46,8 @@ options:
       - The gpu_sharing_stacks settings, the input of the stacks plan; keys kubernetes_version, stacks, namespace,
         manifest_dir, device_plugin_release, images, registry_mirror, sharing, replicas, gpushare_mps,
         secondary_scheduler, secondary_scheduler_name, secondary_scheduler_image, control_plane_hosts, samples,
-        existing_device_plugin, dra_compute_domains, dra_extended_resource, dra_feature_gates, dra_cdi_hook_path,
+        existing_device_plugin, envvar_unprivileged,
+        dra_compute_domains, dra_extended_resource, dra_feature_gates, dra_cdi_hook_path,
         dra_resource_api, dra_mig_layouts.
     type: dict
     required: true

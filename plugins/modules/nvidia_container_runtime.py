@@ -94,9 +94,26 @@ options:
     type: path
     default: /var/run/cdi/nvidia.json
   toolkit_config:
-    description: The toolkit's config file, whose C(nvidia-container-runtime.mode) follows the mode.
+    description:
+      - The toolkit's config file, whose C(nvidia-container-runtime.mode) follows the mode and whose
+        C(accept-nvidia-visible-devices-envvar-when-unprivileged) follows O(envvar_unprivileged).
     type: path
     default: /etc/nvidia-container-runtime/config.toml
+  envvar_unprivileged:
+    description:
+      - Whether a container without C(CAP_SYS_ADMIN) may take GPUs by setting C(NVIDIA_VISIBLE_DEVICES) (any pod on
+        the node could, past the device plugin). V(auto) refuses it unless one of O(stacks) hands GPUs out by
+        nothing else (gpushare, nano-gpu, elastic-gpu, HAMi before Kubernetes 1.23), and then accepts volume-mount
+        requests (the device plugin's C(volume-mounts) strategy); V(refuse) refuses it always (an error with such a
+        stack); V(accept) is the old behaviour, the toolkit's default.
+    type: str
+    choices: [auto, refuse, accept]
+    default: auto
+  stacks:
+    description: The GPU-sharing stacks of the node's cluster (C(gpu_sharing_stacks)), read by O(envvar_unprivileged).
+    type: list
+    elements: str
+    default: []
   dev_char_links:
     description:
       - Before any restart, give every NVIDIA device node its /dev/char/<major>:<minor> link and install NVIDIA's
@@ -157,7 +174,14 @@ import os  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi, change, devices, host, runtime  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import (  # noqa: E402
+    cdi,
+    change,
+    devices,
+    host,
+    isolation,
+    runtime,
+)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime_plan  # noqa: E402
@@ -171,7 +195,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import 
 
 INPUTS = ("engine", "kubernetes_version", "set_default", "binary", "docker_config", "docker_runtime_path",
           "docker_runtime_args", "containerd_config", "containerd_dropin", "crio_config", "crio_dropin", "mode",
-          "toolkit_version", "cdi_spec_path", "toolkit_config")
+          "toolkit_version", "cdi_spec_path", "toolkit_config", "envvar_unprivileged", "stacks")
 REFRESH_UNIT_DIRS = ("/lib/systemd/system", "/usr/lib/systemd/system")
 
 
@@ -296,7 +320,10 @@ class Cdi:
             change.write(self.files_todo)
             toolkit_config = self.plan["toolkit_files"][0]["path"]
             if any(f["path"] == toolkit_config and f.get("before") is not None for f in self.files_todo):
-                said = f"{toolkit_config}: nvidia-container-runtime.mode set to {self.plan['runtime_mode']}"
+                said = (f"{toolkit_config}: nvidia-container-runtime.mode set to {self.plan['runtime_mode']}; "
+                        f"NVIDIA_VISIBLE_DEVICES from unprivileged containers "
+                        f"{'refused' if self.plan['isolation']['refuse'] else 'accepted'} (no restart: the runtime "
+                        "reads the file for each new container, running containers keep their devices)")
                 (self.repaired if wired_before else self.done).append(said)
         if self.spec_todo:
             path = self.spec_todo[0]["path"]
@@ -399,6 +426,8 @@ def main():
             "toolkit_version": {"type": "str", "default": "1.20.0"},
             "cdi_spec_path": {"type": "path", "default": "/var/run/cdi/nvidia.json"},
             "toolkit_config": {"type": "path", "default": "/etc/nvidia-container-runtime/config.toml"},
+            "envvar_unprivileged": {"type": "str", "default": "auto", "choices": list(isolation.POLICIES)},
+            "stacks": {"type": "list", "elements": "str", "default": []},
             "dev_char_links": {"type": "bool", "default": True},
             "health_timeout": {"type": "int", "default": 30},
             "render_dir": {"type": "path"},

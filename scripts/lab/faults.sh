@@ -630,11 +630,95 @@ case_kernel_update_build() {
   kernel_removed "$kernel"
 }
 
+standin_strategy() {  # the stand-in device plugin answers with the strategy the project gave the real one (docs/lab.md)
+  local unit=/etc/systemd/system/kgn-nvidia-device-plugin-standin.service wanted
+  wanted=$(on kgn-cp-kubeadm "kubectl --kubeconfig /etc/kubernetes/admin.conf -n kube-system get daemonset \
+    nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name==\"DEVICE_LIST_STRATEGY\")].value}'")
+  wanted=${wanted:-envvar}  # NVIDIA's default when the DaemonSet names none
+  if [ "$1" = agrees ]; then
+    on $CTRD_NODE "grep -q -- '--device-list-strategy $wanted\$' $unit" \
+      || fail "the lab's stand-in device plugin does not answer as the project's DaemonSet says ($wanted)"
+  fi
+  on $CTRD_NODE "sed -i 's/--device-list-strategy [a-z-]*\$/--device-list-strategy $wanted/' $unit &&
+    systemctl daemon-reload && systemctl restart kgn-nvidia-device-plugin-standin.service"
+  on kgn-cp-kubeadm "for i in \$(seq 60); do [ \"\$(kubectl --kubeconfig /etc/kubernetes/admin.conf get node $CTRD_NODE \
+    -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')\" = 1 ] && exit 0; sleep 1; done; exit 1" \
+    || fail "the stand-in device plugin did not register again"
+}
+
+unasked_pod() {  # unasked_pod: what a pod that asks for no GPU but sets NVIDIA_VISIBLE_DEVICES=all got (its log)
+  local kubectl='kubectl --kubeconfig /etc/kubernetes/admin.conf -n default'
+  docker exec -i kgn-cp-kubeadm $kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: kgn-lab-unasked}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $CTRD_NODE}
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: tenant, image: kgn-lab/gpu-smoke:local, imagePullPolicy: Never,
+     env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}, {name: NVIDIA_DRIVER_CAPABILITIES, value: utility}],
+     command: [sh, -c, "nvidia-smi -L; echo rc=\$?"]}
+YAML
+  on kgn-cp-kubeadm "for i in \$(seq 90); do case \$($kubectl get pod kgn-lab-unasked -o jsonpath='{.status.phase}') in
+    Succeeded|Failed) exit 0;; esac; sleep 1; done; exit 1" || fail "the pod that asks for no GPU did not run"
+  on kgn-cp-kubeadm "$kubectl logs kgn-lab-unasked; $kubectl delete pod kgn-lab-unasked --wait=true >/dev/null"
+}
+
+isolation_rows() {  # isolation_rows HOST:CELL...: the report's isolation column, and the GPU pod smoke got its GPU
+  python3 - "$top/reports/latest/report.json" "$@" <<'PY'
+import json, sys
+rows = {r["host"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+for wanted in sys.argv[2:]:
+    host, cell = wanted.split(":", 1)
+    checks = {c["id"]: c for c in rows[host]["checks"]}
+    print(f"{host}: isolation {rows[host]['isolation']!r}: {checks['gpu_isolation']['summary']}")
+    assert rows[host]["isolation"] == cell, (host, rows[host]["isolation"], checks["gpu_isolation"])
+    if host == "kgn-gpu-containerd":  # the GPU pod of the stack still gets what the runtime injects (nvidia-smi)
+        pod = checks["pod_smoke"]["evidence"]["pods"][0]
+        assert "kgn-smoke: rc 127" not in pod["log"] and "kgn-smoke: rc" in pod["log"], pod
+PY
+}
+
+case_gpu_isolation() {
+  say "a container and a pod that ask for no GPU but set NVIDIA_VISIBLE_DEVICES=all: open before, closed after"
+  local hosts="lab_kubeadm:localhost" unit=/etc/systemd/system/kgn-nvidia-device-plugin-standin.service
+  # before: the old behaviour, chosen by name
+  ok_run iso-open site.yml --limit "$hosts" -e kgn_gpu_envvar_unprivileged=accept
+  says iso-open "NVIDIA_VISIBLE_DEVICES from unprivileged containers accepted"
+  standin_strategy follows
+  ok_run iso-open-verify playbooks/verify.yml --limit "$hosts" -e kgn_gpu_envvar_unprivileged=accept
+  isolation_rows "$CTRD_NODE:open (accepted)" || fail "before: the report does not say open"
+  unasked_pod | tee "$logs/iso-open-pod.out" | grep -q "rc=[^1]" || fail "before: the pod that asked for nothing got no nvidia-smi"
+  # after: the default
+  ok_run iso-closed site.yml --limit "$hosts"
+  says iso-closed "NVIDIA_VISIBLE_DEVICES from unprivileged containers refused"
+  standin_strategy agrees
+  ok_run iso-closed-verify playbooks/verify.yml --limit "$hosts"
+  isolation_rows "$CTRD_NODE:closed" || fail "after: the report does not say closed, or the GPU pod lost its GPU"
+  unasked_pod | tee "$logs/iso-closed-pod.out" | grep -q "rc=127" || fail "after: the pod that asked for nothing got nvidia-smi"
+  on $CTRD_NODE "grep -q 'Ignoring devices requested by environment variable' /var/log/nvidia-container-runtime-standin.log" \
+    || fail "the runtime did not log the refusal"
+  unchanged iso-again site.yml --limit "$hosts"
+  # the Docker node (legacy mode): gpushare hands GPUs out by the variable only, so the door stays open there, said;
+  # with a stack that allows it, closed there too, and the engine smoke still gets its GPUs (by the volume mount)
+  ok_run iso-docker-verify playbooks/verify.yml --limit "$DOCKER_NODE:localhost"
+  isolation_rows "$DOCKER_NODE:open (a stack needs it)" || fail "the gpushare node's row does not say why it is open"
+  ok_run iso-docker-closed playbooks/nvidia_container_runtime.yml --limit "$DOCKER_NODE" -e '{"gpu_sharing_stacks": []}'
+  ok_run iso-docker-closed-verify playbooks/verify.yml --limit "$DOCKER_NODE:localhost" -e '{"gpu_sharing_stacks": []}'
+  isolation_rows "$DOCKER_NODE:closed" || fail "the Docker node without gpushare is not closed"
+  row_says $DOCKER_NODE 'assert checks["engine_smoke"]["status"] != "failed", checks["engine_smoke"]' \
+    || fail "the engine smoke lost its GPUs on the closed Docker node"
+  ok_run iso-docker-back playbooks/nvidia_container_runtime.yml --limit "$DOCKER_NODE"
+  unchanged iso-docker-again playbooks/nvidia_container_runtime.yml --limit "$DOCKER_NODE"
+}
+
 cases=(runtime_binary_gone runtime_injects_nothing containerd_stopped report_names_the_cause disk_full package_removed concurrent_runs
        scheduler_restart_interrupted config_unreadable control_plane_fails stack_removed foreign_device_plugin
        cdi_spec_deleted cdi_spec_stale containerd2_config_reset toolkit_dpkg_interrupted toolkit_config_deleted
        kernel_update drain_blocked_by_budget node_hangs api_server_down
-       containerd_later_import daemon_json_symlinked)
+       containerd_later_import daemon_json_symlinked gpu_isolation)
 case "${1:-list}" in
   list) printf '%s\n' "${cases[@]}" ;;
   *) "case_$1" ;;

@@ -58,9 +58,15 @@ def test_a_pod_that_succeeds_and_shows_the_hosts_gpu_is_ok_and_deleted(tmp_path)
     assert whats == ["created", "Pending", "Succeeded", "deleted"]
     # leftovers first, then the pod, then the deletion; the pod asked for the stack's resource on that node
     assert [a[0] for a in argvs if a[0] in ("delete", "create")] == ["delete", "create", "delete"]
-    sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"][-1]
+    sent, probe = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"]
     assert sent["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert sent["metadata"]["labels"]["kube-gpu-nodes.io/smoke-node"] == "gpu-1"
+    # beside it, the isolation probe: a pod on the same node that asks for nothing and sets NVIDIA_VISIBLE_DEVICES
+    assert probe["metadata"]["name"] == "kgn-gpu-smoke-isolation-gpu-1"
+    assert probe["spec"]["containers"][0]["resources"]["limits"] == {}
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in probe["spec"]["containers"][0]["env"]
+    assert probe["metadata"]["labels"]["kube-gpu-nodes.io/smoke-node"] == "gpu-1"
+    assert result["isolation"]["status"] == "not_run", result["isolation"]  # the fake API never shows it
     # one delete, then one read per poll until nothing is left (not a watch per object)
     assert next(a for a in argvs if a[0] == "delete")[-3:] == ["kube-gpu-nodes.io/smoke=pod,kube-gpu-nodes.io/"
                                                                "smoke-node=gpu-1", "--ignore-not-found",
@@ -164,7 +170,7 @@ def test_a_dra_node_gets_its_gpu_through_a_claim_template_compared_with_the_reco
     result, argvs, logged = smoke(tmp_path, steps, stacks=["nvidia_dra"], resource_api="resource.k8s.io/v1beta1",
                                   driver_state=DRIVER_STATE)
     assert (result["status"], result["deleted"]) == ("ok", True), result
-    template, sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"]
+    template, sent, _ = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"]
     assert (template["kind"], template["apiVersion"]) == ("ResourceClaimTemplate", "resource.k8s.io/v1beta1")
     assert template["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]
     assert sent["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": DRA_NAME}]
@@ -201,7 +207,8 @@ def test_the_smokes_of_several_nodes_run_at_once_with_one_create_one_read_per_po
     # one create with both pods, one read (nothing left to wait for), one events list, both deleted together
     assert [a[0] for a in argvs].count("create") == 1
     sent = json.loads(next(c["stdin"] for c in logged if c["argv"][0] == "create"))["items"]
-    assert [o["metadata"]["labels"]["kube-gpu-nodes.io/smoke-node"] for o in sent] == ["gpu-1", "gpu-2"]
+    assert [(o["metadata"]["labels"]["kube-gpu-nodes.io/smoke-node"], o["metadata"]["name"].split("-")[3])
+            for o in sent] == [("gpu-1", "nvidia"), ("gpu-1", "isolation"), ("gpu-2", "nvidia"), ("gpu-2", "isolation")]
     assert argvs.count(["get", "pods", "-n", "default", "-l", selector, "--output=json"]) == 1
     assert [a for a in argvs if a[:2] == ["get", "events"]] == [
         ["get", "events", "-n", "default", "--field-selector", "involvedObject.kind=Pod", "--output=json"]]

@@ -118,5 +118,11 @@ def test_the_verify_module_runs_the_engine_smoke_on_the_gpu_node_it_reads(tmp_pa
     assert ran["image"] == "kgn-lab/gpu-smoke:local" and state(folder)["containers"] == []
     # without engine_smoke (off, check mode, a control plane) the module starts no container
     quiet = run_module("gpu_node_verify", dict(args, engine_smoke={}))
-    assert "engine_smoke" not in quiet["observed"]
-    assert sum(1 for c in calls(folder) if c[:2] == ["docker", "run"]) == 1
+    assert "engine_smoke" not in quiet["observed"] and "isolation_probe" not in quiet["observed"]
+    # the smoke and the isolation probe (a container that asks for no GPU but sets NVIDIA_VISIBLE_DEVICES=all)
+    runs = [c for c in calls(folder) if c[:2] == ["docker", "run"]]
+    assert len(runs) == 2
+    smoke_run, probe_run = runs
+    assert "/dev/null:/var/run/nvidia-container-devices/all:ro" in smoke_run
+    assert "NVIDIA_VISIBLE_DEVICES=all" in probe_run and not any("nvidia-container-devices" in a for a in probe_run)
+    assert result["observed"]["isolation_probe"]["status"] == "closed", result["observed"]["isolation_probe"]

@@ -85,6 +85,7 @@ def node(tmp_path, monkeypatch):
         "crio_dropin": f"{etc}/crio/crio.conf.d/99-nvidia.conf", "mode": "legacy", "toolkit_version": "1.20.0",
         "cdi_spec_path": f"{tmp_path}/run/cdi/nvidia.json",
         "toolkit_config": f"{etc}/nvidia-container-runtime/config.toml", "dev_char_links": False,
+        "envvar_unprivileged": "auto", "stacks": [],
         "health_timeout": 30, "render_dir": None, "render_host": None, "observed": {},
     }
     return {"etc": str(etc), "params": params, "calls": calls, "files": files}

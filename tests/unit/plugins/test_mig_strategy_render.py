@@ -41,7 +41,9 @@ def test_v012_env(strategy):
 @pytest.mark.parametrize("strategy", ["none", "single", "mixed"])
 def test_v09_argument(strategy):
     _, docs = _render(mig_strategy=strategy, device_plugin_release="v0.11.0")
-    assert _container(docs)["args"] == ["--fail-on-init-error=false", f"--mig-strategy={strategy}"]
+    # NVIDIA_VISIBLE_DEVICES is refused by default: the plugin hands GPUs out by volume mounts (docs/isolation.md)
+    assert _container(docs)["args"] == ["--fail-on-init-error=false", f"--mig-strategy={strategy}",
+                                        "--device-list-strategy=volume-mounts"]
 
 
 @pytest.mark.parametrize("strategy", ["none", "single", "mixed"])

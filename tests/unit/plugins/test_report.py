@@ -102,7 +102,7 @@ def test_markdown_and_text_carry_the_table_and_the_fix():
     markdown = r.report_markdown(report)
     assert (
         "| host | role | GPU | driver | CUDA | runtime (default) | MIG | scheduler config | labels | DRA | stack "
-        "| smoke (engine; pod) | verdict |"
+        "| smoke (engine; pod) | isolation | verdict |"
         in markdown
     )
     assert "| gpu1 | GPU node | Tesla T4 x 1 | 535.309.01 | 12.2 | docker (runc) |" in markdown

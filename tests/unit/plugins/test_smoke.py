@@ -91,11 +91,42 @@ def test_docker_legacy_asks_for_every_gpu_through_the_default_runtime():
     plan = docker_plan()
     assert plan["run"][:8] == ["docker", "run", "--name", "kgn-gpu-smoke", "--label", "kube-gpu-nodes.io/smoke=engine",
                                "--network", "none"]
-    assert plan["run"][8:13] == ["--env", "NVIDIA_DRIVER_CAPABILITIES=utility", "--env", "NVIDIA_VISIBLE_DEVICES=all",
-                                 "ubuntu:24.04"]
+    # the variable, and the volume mount the toolkit reads where it refuses the variable (docs/isolation.md)
+    assert plan["run"][8:15] == ["--env", "NVIDIA_DRIVER_CAPABILITIES=utility", "--env", "NVIDIA_VISIBLE_DEVICES=all",
+                                 "--volume", "/dev/null:/var/run/nvidia-container-devices/all:ro", "ubuntu:24.04"]
     assert "--runtime" not in plan["run"]  # the default runtime, as kubelet's containers get it
     assert plan["run"][-3:] == ["sh", "-c", smoke.SCRIPT]
     assert plan["cleanup"] == [["docker", "rm", "--force", "kgn-gpu-smoke"]]
+
+
+def test_the_isolation_probe_asks_for_no_gpu_but_sets_the_variable():
+    for engine, version, cri in (("docker", "20.10.24", None),
+                                 ("containerd", "1.7.24", {"name": "nvidia", "runtime_type": "io.containerd.runc.v2"})):
+        for mode in smoke.MODES:
+            plan = smoke.engine_plan(engine, mode, "ubuntu:24.04", version, cri, probe=True)
+            assert plan["skip"] == "" and plan["name"] == smoke.PROBE_NAME
+            assert "NVIDIA_VISIBLE_DEVICES=all" in plan["run"] and "kube-gpu-nodes.io/smoke=isolation" in plan["run"]
+            assert not any("nvidia-container-devices" in a or a == "--device" for a in plan["run"])
+
+
+def test_the_isolation_probe_says_what_was_injected():
+    plan = smoke.engine_plan("docker", "legacy", "ubuntu:24.04", "28.5.2", probe=True)
+    present = {"present": True}
+
+    def out(smi, rc, dev=""):
+        return {"rc": 0, "stdout": f"kgn-smoke: nvidia-smi -L\n{smi}\nkgn-smoke: rc {rc}\nkgn-smoke: dev\n{dev}\n"
+                                   "kgn-smoke: proc\nkgn-smoke: env\nkgn-smoke: end\n", "stderr": ""}
+    closed = smoke.judge_isolation(plan, out("sh: nvidia-smi: not found", 127, "null\nzero"), present)
+    assert (closed["status"], closed["injected"]) == ("closed", [])
+    # a node without a GPU: the runtime injected nvidia-smi, which then finds no driver
+    lab = smoke.judge_isolation(plan, out("NVIDIA-SMI has failed because it couldn't communicate", 9), present)
+    assert (lab["status"], lab["injected"]) == ("open", ["nvidia-smi"])
+    gpu = smoke.judge_isolation(plan, out("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)", 0, "nvidia0\nnvidiactl"),
+                                present)
+    assert (gpu["status"], gpu["injected"]) == ("open", ["/dev/nvidia0", "nvidia-smi"])
+    assert smoke.judge_isolation(plan, {"rc": 125, "stdout": "", "stderr": "no such image"}, present)["status"] == \
+        "not_run"
+    assert smoke.judge_isolation(plan, None, {"present": False, "error": "pull denied"})["status"] == "not_run"
 
 
 def test_docker_cdi_asks_for_the_cdi_device_and_older_docker_is_skipped():
