@@ -319,12 +319,20 @@ class Cdi:
             self.done.append(f"write {', '.join(f['path'] for f in self.files_todo)}")
             change.write(self.files_todo)
             toolkit_config = self.plan["toolkit_files"][0]["path"]
-            if any(f["path"] == toolkit_config and f.get("before") is not None for f in self.files_todo):
+            before = next((f["before"] for f in self.files_todo if f["path"] == toolkit_config), None)
+            if before is not None:
+                refuse = self.plan["isolation"]["refuse"]
                 said = (f"{toolkit_config}: nvidia-container-runtime.mode set to {self.plan['runtime_mode']}; "
-                        f"NVIDIA_VISIBLE_DEVICES from unprivileged containers "
-                        f"{'refused' if self.plan['isolation']['refuse'] else 'accepted'} (no restart: the runtime "
-                        "reads the file for each new container, running containers keep their devices)")
-                (self.repaired if wired_before else self.done).append(said)
+                        f"NVIDIA_VISIBLE_DEVICES from unprivileged containers {'refused' if refuse else 'accepted'} "
+                        "(no restart: the runtime reads the file for each new container, running containers keep "
+                        "their devices)")
+                # a decision that changed (kgn_gpu_envvar_unprivileged, the stacks) is done; the same one put back
+                # after the file drifted is a repair
+                try:
+                    was = runtime.toml_parse(before, toolkit_config).get(isolation.ENVVAR_KEY, True)
+                except KgnError:
+                    was = None
+                (self.repaired if wired_before and was == (not refuse) else self.done).append(said)
         if self.spec_todo:
             path = self.spec_todo[0]["path"]
             had = self.spec_todo[0]["before"] is not None
