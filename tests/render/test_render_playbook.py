@@ -14,6 +14,7 @@ from pathlib import Path
 import kubernetes_schemas
 import pytest
 import yaml
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import isolation
 from playbook_runner import render_ok, run_playbook
 
 TOP = Path(__file__).resolve().parents[2]
@@ -185,3 +186,31 @@ def test_render_plans_the_mig_layout_from_the_gpus_the_last_run_recorded(tmp_pat
     # the node's other roles rendered beside it (the role list of render.yml)
     assert (tmp_path / "out/h100/_plan/nvidia_driver.json").exists()
     assert (tmp_path / "out/h100/_plan/cuda_toolkit.yml").exists()
+
+
+def _toolkit(host: Path) -> dict:
+    return tomllib.loads((host / "etc/nvidia-container-runtime/config.toml").read_text())
+
+
+def _device_plugin(manifest: Path) -> dict:
+    return next(d for d in yaml.safe_load_all(manifest.read_text()) if d and d.get("kind") == "DaemonSet")
+
+
+def test_render_shows_who_may_ask_for_gpus_by_the_variable(lab, centos7):
+    """docs/isolation.md: a CDI node (the lab's containerd 2.1, device plugin) and a legacy node (CentOS 7, Docker
+    18.09, device plugin v0.9) are closed, with the device plugin's volume mounts; the gpushare node stays open."""
+    envvar, mounts = isolation.ENVVAR_KEY, isolation.MOUNTS_KEY
+    cdi = _toolkit(lab / "kgn-gpu-containerd")
+    assert (cdi[envvar], cdi[mounts]) == (False, True)
+    container = _device_plugin(lab / "kgn-cp-kubeadm/etc/kubernetes/kube-gpu-nodes/stacks/nvidia_device_plugin"
+                               / "daemonset-v0.12.yml")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"} in container["env"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    gpushare = _toolkit(lab / "kgn-gpu-docker")
+    assert (gpushare[envvar], gpushare[mounts]) == (True, True)
+    for gpu in ("gpu1", "gpu2", "gpu3"):
+        legacy = _toolkit(centos7 / gpu)
+        assert (legacy[envvar], legacy[mounts]) == (False, True)
+    manifests = (centos7 / "master1/etc/kubernetes/kube-gpu-nodes/stacks/nvidia_device_plugin").glob("*.yml")
+    container = _device_plugin(next(manifests))["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"} in container["env"]
