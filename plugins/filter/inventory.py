@@ -154,6 +154,7 @@ def inventory_problems(groups: dict, hostvars, role_specs: dict | None = None,
             problems.extend(_wait_problems(host, inputs, waits))
         problems.extend(_node_name_problems(run, groups, hostvars))
         problems.extend(_cluster_problems(run, control_plane, gpu_nodes))
+        problems.extend(_isolation_problems(run, gpu_nodes, groups, hostvars))
     except AnsibleError as err:  # a role default that cannot be rendered for a host: say which and why
         problems.append(f"inventory: a role default cannot be rendered with this inventory's values: {err}")
     return _merge_hosts(list(dict.fromkeys(problems)), sorted(read))
@@ -202,7 +203,6 @@ def _cluster_problems(run: dict, control_plane: list, gpu_nodes: list) -> list[s
     problems.extend(stacks.stack_problems(stacks_by_node, scheduler_changeable=bool(control_plane),
                                           secondary_scheduler=secondary))
     problems.extend(_dra_problems(run, stacks_by_node))
-    problems.extend(_isolation_problems(run, gpu_nodes))
     for host in control_plane:
         if host in run:
             problems.extend(_resource_api_problems(host, run[host]))
@@ -222,19 +222,34 @@ def _resource_api_problems(host: str, inputs: RoleInputs) -> list[str]:
     return []
 
 
-def _isolation_problems(run: dict, gpu_nodes: list) -> list[str]:
-    """NVIDIA_VISIBLE_DEVICES refused on a node whose stack hands GPUs out by nothing else (isolation decides)."""
+def _isolation_problems(run: dict, gpu_nodes: list, groups: dict, hostvars) -> list[str]:
+    """NVIDIA_VISIBLE_DEVICES refused on a node whose stack hands GPUs out by nothing else (isolation decides), and a
+    node that refuses it while its cluster's device plugin, deployed from the API host's settings, still hands GPUs
+    out by it (its GPU pods would start without GPUs)."""
     problems = []
     for host in gpu_nodes:
-        if host in run:
-            inputs = run[host]
-            try:
-                isolation.envvar_policy(inputs.get("nvidia_container_runtime_envvar_unprivileged"),
-                                        inputs.get("nvidia_container_runtime_stacks"),
-                                        inputs.get("nvidia_container_runtime_kubernetes_version"))
-            except KgnError as err:
-                problems.append(f"{host}: {str(err).replace(' Nothing was changed', '')}")
+        if host not in run:
+            continue
+        try:
+            node = _envvar_policy(run[host], "nvidia_container_runtime")
+            api_host = api.api_host(host, groups, hostvars, run[host].get("kube_api_host"))
+            cluster = _envvar_policy(run[api_host], "gpu_sharing_stacks") if api_host in run else None
+        except KgnError as err:
+            problems.append(f"{host}: {str(err).replace(' Nothing was changed', '')}")
+            continue
+        if cluster is not None and node["refuse"] and not cluster["refuse"]:
+            problems.append(
+                f"{host}: refuses NVIDIA_VISIBLE_DEVICES from unprivileged containers, but the device plugin of its "
+                f"cluster, deployed from {api_host}, hands GPUs out by it ({api_host}: {cluster['why']}); its GPU "
+                "pods would start without GPUs. Give kgn_gpu_envvar_unprivileged and gpu_sharing_stacks one value "
+                "for the whole cluster (its group_vars)")
     return problems
+
+
+def _envvar_policy(inputs: RoleInputs, role: str) -> dict:
+    return isolation.envvar_policy(inputs.get(f"{role}_envvar_unprivileged"), inputs.get(f"{role}_stacks")
+                                   if role == "nvidia_container_runtime" else inputs.get(f"{role}_selected"),
+                                   inputs.get(f"{role}_kubernetes_version"))
 
 
 def _dra_problems(run: dict, stacks_by_node: dict) -> list[str]:

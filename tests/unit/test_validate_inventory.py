@@ -50,6 +50,15 @@ def run_site(*extra: str) -> subprocess.CompletedProcess:
         ('{"gpu_sharing_stacks": ["nvidia_dra"], "kubernetes_version": "1.34.1", "container_runtime": "containerd", '
          '"kgn_observed_container_runtime": {"versions": {"containerd": "1.6.20"}}}',
          ["nvidia_dra needs CDI", "runtime mode is legacy", "nvidia_container_runtime_mode to cdi"]),
+        # NVIDIA_VISIBLE_DEVICES refused where a stack hands GPUs out by nothing else (docs/isolation.md)
+        ("kgn_gpu_envvar_unprivileged=refuse",
+         ["kgn-gpu-docker: kgn_gpu_envvar_unprivileged is refuse, but gpushare's device plugin hands each pod its GPU "
+          "by NVIDIA_VISIBLE_DEVICES only", "Set kgn_gpu_envvar_unprivileged to auto"]),
+        ("kgn_gpu_envvar_unprivileged=closed", ["kgn_gpu_envvar_unprivileged is 'closed'", "auto, refuse, accept"]),
+        # the device plugin deployed from the API host hands GPUs out by the variable, which the node refuses
+        ("gpu_sharing_stacks_envvar_unprivileged=accept",
+         ["kgn-gpu-containerd: refuses NVIDIA_VISIBLE_DEVICES from unprivileged containers, but the device plugin",
+          "deployed from kgn-cp-kubeadm"]),
         ("kubernetes_verison=1.23.1", ["kubernetes_verison is not a variable", "did you mean kubernetes_version"]),
         ("nvidia_container_runtime_enigne=docker", ["did you mean nvidia_container_runtime_engine"]),
         ("device_plugin_sharing=timeslicing", ["accepted values: none, time-slicing, mps"]),
