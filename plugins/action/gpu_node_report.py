@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import report
@@ -26,14 +29,19 @@ class ActionModule(ActionBase):
         meta = {"generated": run_report.stamp(),
                 "inventory": ", ".join(run_report.plain(task_vars.get("ansible_inventory_sources") or [])),
                 "limit": str(task_vars.get("ansible_limit") or "")}
+        merged = args.get("merge")
         try:
-            data = run_report.build(hosts, task_vars["hostvars"], run_report.plain(task_vars["groups"]), meta,
-                                    check_mode)
             root = run_report.report_root(str(args.get("report_dir") or "reports"),
                                           str(task_vars.get("ansible_config_file") or ""),
                                           str(task_vars.get("playbook_dir") or ""))
-            folder = report.write(data, root, meta["generated"], check_mode)
-        except (KgnError, OSError) as err:
+            if merged:
+                data = report.merge([_read_report(path, root) for path in merged])
+                folder = report.write(data, root, data["meta"]["generated"], False, fleet=True)
+            else:
+                data = run_report.build(hosts, task_vars["hostvars"], run_report.plain(task_vars["groups"]), meta,
+                                        check_mode)
+                folder = report.write(data, root, meta["generated"], check_mode)
+        except (KgnError, OSError, ValueError) as err:
             raise AnsibleActionFail(f"gpu_node_report: {err}") from None
         self._display.display(report.report_text(data))
         stopped = report.failed_steps(data["rows"])
@@ -50,3 +58,19 @@ class ActionModule(ActionBase):
         else:
             result["msg"] = f"report: {where}"
         return result
+
+
+def _read_report(path, root):
+    """``(name, report)`` of one run's report: its report.json, or the folder that holds one; a relative path is
+    taken from the report folder first (``20261128T120000Z``), then from the current folder."""
+    path = str(path)
+    candidates = [path] if os.path.isabs(path) else [os.path.join(root, path), path]
+    for candidate in candidates:
+        found = os.path.join(candidate, "report.json") if os.path.isdir(candidate) else candidate
+        if os.path.isfile(found):
+            with open(found, encoding="utf-8") as handle:
+                try:
+                    return found, json.load(handle)
+                except ValueError as err:
+                    raise KgnError(f"{found} is not JSON: {err}") from None
+    raise KgnError(f"no report at {path} (looked for {' and '.join(candidates)}, a report.json or its folder)")

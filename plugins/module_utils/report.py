@@ -235,7 +235,12 @@ def report_markdown(data):
     meta = data.get("meta") or {}
     lines = ["# GPU node report", ""]
     if meta:
-        lines += [", ".join(f"{k}: {v}" for k, v in meta.items()), ""]
+        lines += [", ".join(f"{k}: {v}" for k, v in meta.items() if k != "merged_from"), ""]
+    for source in meta.get("merged_from") or []:
+        lines.append(f"- merged from {source['report']} ({source['generated']}, limit "
+                     f"{source['limit'] or '(none)'}): {len(source['kept'])} of its {len(source['hosts'])} row(s) kept")
+    if meta.get("merged_from"):
+        lines.append("")
     lines += [f"**{_counts(data.get('summary') or {})}**", ""]
     lines.append("| " + " | ".join(c.title for c in COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in COLUMNS) + "|")
@@ -286,16 +291,53 @@ def report_text(data):
     return "\n".join(out)
 
 
-def report_folder(root, stamp, check_mode):
-    """``(folder, link)``: where a run's report goes, and the link that names the newest of its kind."""
+def merge(reports):
+    """One fleet report from the reports of several runs (the slices of a sliced job, or separate runs): every host
+    once, its row from the newest report that has it (``meta.generated``; on a tie, the later one given), the
+    summary, problems and changes made again from those rows. ``meta.merged_from`` names each report (its
+    generated stamp, inventory, limit, hosts, and the hosts whose row was kept from it). ``reports``: a list of
+    ``(name, report dict)``, name being where it was read from."""
+    if not isinstance(reports, list) or not reports:
+        raise KgnError("merge: give at least one report (a run's report.json, or the folder that holds it)")
+    newest, sources = {}, []
+    for order, (name, data) in enumerate(reports):
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or \
+                not isinstance(data.get("meta"), dict):
+            raise KgnError(f"merge: {name} is not a GPU node report (report.json with meta and rows)")
+        stamp = str(data["meta"].get("generated") or "")
+        if not stamp:
+            raise KgnError(f"merge: {name} has no meta.generated stamp, so its rows cannot be ordered by age")
+        if data["meta"].get("check_mode") or "merged_from" in data["meta"]:
+            what = "a check-mode run's" if data["meta"].get("check_mode") else "already a merged"
+            raise KgnError(f"merge: {name} is {what} report; merge the reports of real runs")
+        hosts = [row["host"] for row in data["rows"]]
+        sources.append({"report": name, "generated": stamp, "inventory": data["meta"].get("inventory", ""),
+                        "limit": data["meta"].get("limit", ""), "hosts": hosts, "kept": []})
+        for row in data["rows"]:
+            if row["host"] not in newest or (stamp, order) >= newest[row["host"]][0]:
+                newest[row["host"]] = ((stamp, order), row, len(sources) - 1)
+    for host, (_, _, index) in sorted(newest.items()):
+        sources[index]["kept"].append(host)
+    order = sorted(range(len(sources)), key=lambda i: (sources[i]["generated"], i))
+    meta = {"generated": max(source["generated"] for source in sources),
+            "inventory": ", ".join(dict.fromkeys(s["inventory"] for s in sources if s["inventory"])),
+            "merged_from": [sources[i] for i in order]}
+    return report([row for _, row, _ in newest.values()], meta)
+
+
+def report_folder(root, stamp, check_mode, fleet=False):
+    """``(folder, link)``: where a run's report goes, and the link that names the newest of its kind (a merged fleet
+    report: ``<stamp>-fleet``, ``latest-fleet``)."""
+    if fleet:
+        return os.path.join(root, f"{stamp}-fleet"), os.path.join(root, "latest-fleet")
     if check_mode:
         return os.path.join(root, f"{stamp}-check"), os.path.join(root, "latest-check")
     return os.path.join(root, stamp), os.path.join(root, "latest")
 
 
-def write(data, root, stamp, check_mode):
+def write(data, root, stamp, check_mode, fleet=False):
     """Write report.json and report.md into the run's folder and point its link at it; return the folder."""
-    folder, link = report_folder(root, stamp, check_mode)
+    folder, link = report_folder(root, stamp, check_mode, fleet)
     os.makedirs(folder, exist_ok=True)
     for name, text in (("report.json", json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"),
                        ("report.md", report_markdown(data))):

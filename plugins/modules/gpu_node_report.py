@@ -20,10 +20,20 @@ description:
   - The kgn.gpu_nodes.run_failures callback writes the same report when Ansible ends the run before this play.
 options:
   hosts:
-    description: The hosts the report has a row for (the GPU nodes and control planes of the run).
+    description: The hosts the report has a row for (the GPU nodes and control planes of the run); not with O(merge).
     type: list
     elements: str
-    required: true
+    default: []
+  merge:
+    description:
+      - Instead of judging this run's hosts, merge the reports of earlier runs into one fleet report (the slices of
+        a sliced job, or separate runs of one fleet): every host once, its row from the newest report that has it,
+        each report named with its time, limit and the rows kept from it. Written to C(<report_dir>/<stamp>-fleet/)
+        and C(<report_dir>/latest-fleet). docs/fleet.md.
+      - Each item is a report's C(report.json) or its folder; a relative one is looked for in O(report_dir) first.
+    type: list
+    elements: str
+    default: []
   report_dir:
     description: Folder of the reports; relative to the folder of the ansible.cfg in use.
     type: str
@@ -42,6 +52,10 @@ EXAMPLES = r"""
     hosts: "{{ query('ansible.builtin.inventory_hostnames', 'gpu_nodes:kube_control_plane') }}"
     report_dir: reports
     fail_on: failed
+
+- name: Merge the reports of the four slices of a sliced job into one fleet report
+  kgn.gpu_nodes.gpu_node_report:
+    merge: [20261128T120001Z, 20261128T120342Z, 20261128T120655Z, 20261128T121010Z]
 """
 
 RETURN = r"""
@@ -67,7 +81,8 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 
 def main():
-    module = AnsibleModule(argument_spec={"hosts": {"type": "list", "elements": "str", "required": True},
+    module = AnsibleModule(argument_spec={"hosts": {"type": "list", "elements": "str", "default": []},
+                                          "merge": {"type": "list", "elements": "str", "default": []},
                                           "report_dir": {"type": "str", "default": "reports"},
                                           "fail_on": {"type": "str", "default": "failed",
                                                       "choices": ["never", "failed", "degraded"]}})
