@@ -27,7 +27,7 @@ options:
   merge:
     description:
       - Instead of judging this run's hosts, merge the reports of earlier runs into one fleet report (the slices of
-        a sliced job, or separate runs of one fleet): every host once, its row from the newest report that has it,
+        a sliced job, or separate runs of one fleet); every host once, its row from the newest report that has it,
         each report named with its time, limit and the rows kept from it. Written to C(<report_dir>/<stamp>-fleet/)
         and C(<report_dir>/latest-fleet). docs/fleet.md.
       - Each item is a report's C(report.json) or its folder; a relative one is looked for in O(report_dir) first.
