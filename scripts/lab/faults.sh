@@ -688,14 +688,16 @@ case_gpu_isolation() {
   standin_strategy agrees
   # before: the old behaviour, chosen by name
   ok_run iso-open site.yml --limit "$hosts" -e kgn_gpu_envvar_unprivileged=accept
-  says iso-open "NVIDIA_VISIBLE_DEVICES from unprivileged containers accepted"
+  on $CTRD_NODE "grep -qx 'accept-nvidia-visible-devices-envvar-when-unprivileged = true' \
+    /etc/nvidia-container-runtime/config.toml" || fail "before: the toolkit's config does not accept the variable"
   standin_strategy follows
   ok_run iso-open-verify playbooks/verify.yml --limit "$hosts" -e kgn_gpu_envvar_unprivileged=accept
   isolation_rows "$CTRD_NODE:open (accepted)" || fail "before: the report does not say open"
   unasked_pod | tee "$logs/iso-open-pod.out" | grep -q "rc=[^1]" || fail "before: the pod that asked for nothing got no nvidia-smi"
   # after: the default
   ok_run iso-closed site.yml --limit "$hosts"
-  says iso-closed "NVIDIA_VISIBLE_DEVICES from unprivileged containers refused"
+  on $CTRD_NODE "grep -qx 'accept-nvidia-visible-devices-envvar-when-unprivileged = false' \
+    /etc/nvidia-container-runtime/config.toml" || fail "after: the toolkit's config does not refuse the variable"
   standin_strategy follows
   ok_run iso-closed-verify playbooks/verify.yml --limit "$hosts"
   isolation_rows "$CTRD_NODE:closed" || fail "after: the report does not say closed, or the GPU pod lost its GPU"
