@@ -27,7 +27,9 @@ Facts (docs/isolation.md has them with their sources):
          always sets NVIDIA_VISIBLE_DEVICES.
 """
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import hami
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import VersionError, parse_version
 
 POLICIES = ("auto", "refuse", "accept")
 SETTING = "kgn_gpu_envvar_unprivileged"
@@ -35,8 +37,8 @@ ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
 MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
 # The volume-mounts request (docs/isolation.md): the runtime reads the device from the path under this folder.
 MOUNTS_ROOT = "/var/run/nvidia-container-devices"
-# HAMi's first Kubernetes minor with the release that takes a device list strategy (hami.RELEASES: v2.10.0).
-HAMI_STRATEGY_MINOR = 23
+# The HAMi release that always sets NVIDIA_VISIBLE_DEVICES ([HAMI]); hami.release picks it per Kubernetes minor.
+HAMI_ENVVAR_ONLY = "v2.6.0"
 
 # stack -> why it needs the variable accepted from unprivileged containers ([GS], [NANO], [HAMI]).
 _NEEDS_ENVVAR = {
@@ -49,9 +51,14 @@ _NEEDS_ENVVAR = {
 _HAMI_OLD = "HAMi v2.6.0 (the release for Kubernetes 1.18-1.22) always hands GPUs out by NVIDIA_VISIBLE_DEVICES"
 
 
-def _minor(version):
-    parts = str(version or "").lstrip("v").split(".")
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+def _hami_needs_envvar(kubernetes_version):
+    """Whether the HAMi release this project deploys on that Kubernetes version hands GPUs out by the variable
+    only; an unreadable version is left to the version checks, which refuse it by name."""
+    try:
+        major, minor, _ = parse_version(kubernetes_version, "kubernetes_version")
+    except VersionError:
+        return False
+    return major == 1 and minor >= hami.OLDEST_MINOR and hami.release(minor) == HAMI_ENVVAR_ONLY
 
 
 def envvar_policy(setting, stacks, kubernetes_version=""):
@@ -68,8 +75,7 @@ def envvar_policy(setting, stacks, kubernetes_version=""):
                        "NVIDIA_VISIBLE_DEVICES)")
     stacks = [str(s) for s in (stacks or [])]
     needed = {stack: why for stack, why in _NEEDS_ENVVAR.items() if stack in stacks}
-    minor = _minor(kubernetes_version)
-    if "hami" in stacks and minor is not None and minor < HAMI_STRATEGY_MINOR:
+    if "hami" in stacks and _hami_needs_envvar(kubernetes_version):
         needed["hami"] = _HAMI_OLD
     base = {"setting": setting, "needed_by": sorted(needed)}
     if setting == "accept":
