@@ -693,7 +693,9 @@ case_gpu_isolation() {
   standin_strategy follows
   ok_run iso-open-verify playbooks/verify.yml --limit "$hosts" -e kgn_gpu_envvar_unprivileged=accept
   isolation_rows "$CTRD_NODE:open (accepted)" || fail "before: the report does not say open"
-  unasked_pod | tee "$logs/iso-open-pod.out" | grep -q "rc=[^1]" || fail "before: the pod that asked for nothing got no nvidia-smi"
+  # into a file first: a grep -q on the pipe may close it before the pod's stderr is written (SIGPIPE, pipefail)
+  unasked_pod >"$logs/iso-open-pod.out"; cat "$logs/iso-open-pod.out"
+  grep -q "rc=[^1]" "$logs/iso-open-pod.out" || fail "before: the pod that asked for nothing got no nvidia-smi"
   # after: the default
   ok_run iso-closed site.yml --limit "$hosts"
   on $CTRD_NODE "grep -qx 'accept-nvidia-visible-devices-envvar-when-unprivileged = false' \
@@ -701,7 +703,8 @@ case_gpu_isolation() {
   standin_strategy follows
   ok_run iso-closed-verify playbooks/verify.yml --limit "$hosts"
   isolation_rows "$CTRD_NODE:closed" || fail "after: the report does not say closed, or the GPU pod lost its GPU"
-  unasked_pod | tee "$logs/iso-closed-pod.out" | grep -q "rc=127" || fail "after: the pod that asked for nothing got nvidia-smi"
+  unasked_pod >"$logs/iso-closed-pod.out"; cat "$logs/iso-closed-pod.out"
+  grep -q "rc=127" "$logs/iso-closed-pod.out" || fail "after: the pod that asked for nothing got nvidia-smi"
   on $CTRD_NODE "grep -q 'Ignoring devices requested by environment variable' /var/log/nvidia-container-runtime-standin.log" \
     || fail "the runtime did not log the refusal"
   unchanged iso-again site.yml --limit "$hosts"
