@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import api, kube
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the api decisions."""
-
-    def filters(self) -> dict:
-        return wrap({
-            "api_host": api.api_host,
-            "cluster_failures": api.cluster_failures,
-            "kube_api": kube.kube_api,
-            "kube_api_targets": kube.kube_api_targets,
-        })
+FilterModule = filter_module({
+    "api_host": api.api_host,
+    "cluster_failures": api.cluster_failures,
+    "kube_api": kube.kube_api,
+    "kube_api_targets": kube.kube_api_targets,
+})

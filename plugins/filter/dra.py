@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, stacks
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the DRA decisions (playbooks/nvidia_dra_switch.yml)."""
-
-    def filters(self) -> dict:
-        return wrap({"dra_switch_plan": stacks.dra_switch, "dra_published_problems": dra.published_problems})
+FilterModule = filter_module({"dra_switch_plan": stacks.dra_switch, "dra_published_problems": dra.published_problems})

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the labels decisions."""
-
-    def filters(self) -> dict:
-        return wrap({
-            "kubelet_node_labels": labels.kubelet_node_labels,
-        })
+FilterModule = filter_module({
+    "kubelet_node_labels": labels.kubelet_node_labels,
+})

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the MIG decisions."""
-
-    def filters(self) -> dict:
-        return wrap({"mig_gpu_pods": mig.mig_gpu_pods})
+FilterModule = filter_module({"mig_gpu_pods": mig.mig_gpu_pods})

@@ -4,11 +4,6 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import report
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Report filters."""
-
-    def filters(self):
-        return wrap({"report_markdown": report.report_markdown, "report_text": report.report_text})
+FilterModule = filter_module({"report_markdown": report.report_markdown, "report_text": report.report_text})

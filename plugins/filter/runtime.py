@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import runtime
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the runtime decisions."""
-
-    def filters(self) -> dict:
-        return wrap({
-            "docker_nvidia_package": runtime.docker_nvidia_package,
-            "dockershim_available": runtime.dockershim_available,
-            "container_runtime_choice": runtime.container_runtime_choice,
-            "containerd_layout": runtime.containerd_layout,
-            "nvidia_repo_layout": runtime.nvidia_repo_layout,
-            "nvidia_toolkit_rpm_packages": runtime.nvidia_toolkit_rpm_packages,
-            "json_document": runtime.json_document,
-            "docker_daemon_merge": runtime.docker_daemon_merge,
-            "containerd_nvidia": runtime.containerd_nvidia,
-            "crio_dropin": runtime.crio_dropin,
-            "toml_parse": runtime.toml_parse,
-            "toml_emit": runtime.toml_emit,
-            "runtime_mode": runtime.runtime_mode,
-        })
+FilterModule = filter_module({
+    "docker_nvidia_package": runtime.docker_nvidia_package,
+    "dockershim_available": runtime.dockershim_available,
+    "container_runtime_choice": runtime.container_runtime_choice,
+    "containerd_layout": runtime.containerd_layout,
+    "nvidia_repo_layout": runtime.nvidia_repo_layout,
+    "nvidia_toolkit_rpm_packages": runtime.nvidia_toolkit_rpm_packages,
+    "json_document": runtime.json_document,
+    "docker_daemon_merge": runtime.docker_daemon_merge,
+    "containerd_nvidia": runtime.containerd_nvidia,
+    "crio_dropin": runtime.crio_dropin,
+    "toml_parse": runtime.toml_parse,
+    "toml_emit": runtime.toml_emit,
+    "runtime_mode": runtime.runtime_mode,
+})

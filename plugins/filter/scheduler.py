@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the scheduler decisions."""
-
-    def filters(self) -> dict:
-        return wrap({
-            "scheduler_variant": scheduler.scheduler_variant,
-            "scheduler_config": scheduler.scheduler_config,
-        })
+FilterModule = filter_module({
+    "scheduler_variant": scheduler.scheduler_variant,
+    "scheduler_config": scheduler.scheduler_config,
+})

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler_patch
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the scheduler_patch decisions."""
-
-    def filters(self) -> dict:
-        return wrap({
-            "scheduler_extender_urls": scheduler_patch.scheduler_extender_urls,
-            "systemd_exec_start": scheduler_patch.systemd_exec_start,
-            "systemd_exec_line": scheduler_patch.systemd_exec_line,
-            "scheduler_args": scheduler_patch.scheduler_args,
-            "scheduler_static_pod": scheduler_patch.scheduler_static_pod,
-            "scheduler_flag_value": scheduler_patch.scheduler_flag_value,
-        })
+FilterModule = filter_module({
+    "scheduler_extender_urls": scheduler_patch.scheduler_extender_urls,
+    "systemd_exec_start": scheduler_patch.systemd_exec_start,
+    "systemd_exec_line": scheduler_patch.systemd_exec_line,
+    "scheduler_args": scheduler_patch.scheduler_args,
+    "scheduler_static_pod": scheduler_patch.scheduler_static_pod,
+    "scheduler_flag_value": scheduler_patch.scheduler_flag_value,
+})

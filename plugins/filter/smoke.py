@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the pod smoke's plumbing."""
-
-    def filters(self) -> dict:
-        return wrap({
-            "pod_smoke_batches": smoke.pod_smoke_batches,
-            "pod_smoke_host": smoke.host_from_state,
-        })
+FilterModule = filter_module({
+    "pod_smoke_batches": smoke.pod_smoke_batches,
+    "pod_smoke_host": smoke.host_from_state,
+})

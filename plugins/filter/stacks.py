@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks
-from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
-
-class FilterModule:
-    """Filters of the stacks decisions."""
-
-    def filters(self) -> dict:
-        return wrap({
-            "stack_catalog": stacks.stack_catalog,
-            "stack_extenders": stacks.stack_extenders,
-            "stack_problems": stacks.stack_problems,
-            "stacks_plan": stacks.stacks_plan,
-        })
+FilterModule = filter_module({
+    "stack_catalog": stacks.stack_catalog,
+    "stack_extenders": stacks.stack_extenders,
+    "stack_problems": stacks.stack_problems,
+    "stacks_plan": stacks.stacks_plan,
+})

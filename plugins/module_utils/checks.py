@@ -10,6 +10,12 @@ A check is one function registered with ``@check``, next to the causes and fixes
         ...
         return failed("docker default runtime is runc, not nvidia", engine="docker", default_runtime="runc")
 
+What a check reads and when it applies are said in ``@check``, not repeated in its body: ``applies`` (a key of
+``want`` that must be non-empty, or a function of ``(seen, want)``) gives no line in the report when false;
+``reads`` names what must have been read before the check can judge (``"api"``: the API server answered, else
+``skipped: no API``; ``"node"``: the API also has the node's object, else ``skipped: node not registered``). The
+check's function runs only when both hold.
+
 ``seen`` is what the host shows (verify.verify_observed), ``want`` what it should show (verify.verify_expected),
 ``done`` the results of the checks registered before it (``done.status("runtime_registered")``). A check returns
 None (it does not apply to this host: no line in the report), one result (``ok``, ``warn``, ``failed``,
@@ -44,14 +50,54 @@ VERDICTS = ("ok", "degraded", "pending", "failed")
 NO_GPU = "no NVIDIA GPU present on this node"
 NO_API = "skipped: no API"
 NOT_READ = "skipped: not read (the host stopped earlier in the run; see host_reached)"
+# A source that causes of several check files name.
+SOURCE_NVML_DEFAULT_RUNTIME = ("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
+                               "https://github.com/NVIDIA/k8s-device-plugin/issues/168")
 
 REGISTRY = {}
 
 
+def api_view(seen):
+    """The API server's view of the host (verify.api_view), None when the API server did not answer."""
+    api = seen.get("api") or {}
+    return api if api.get("reachable") else None
+
+
+def _no_api(seen):
+    return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+
+
+def _reads_api(seen):
+    return _no_api(seen) if api_view(seen) is None else None
+
+
+def _reads_node(seen):
+    """The node's API object: the same answer node_registered gives (skipped without an API, failed without the
+    node), read from ``seen`` so that a check does not depend on the order of the checks."""
+    if api_view(seen) is None:
+        return _no_api(seen)
+    return None if api_view(seen).get("node") else skipped("skipped: node not registered")
+
+
+READS = {"api": _reads_api, "node": _reads_node}
+
+
 class Check:
-    def __init__(self, check_id, title, kinds, concerns, causes, function):
+    def __init__(self, check_id, title, kinds, concerns, causes, function, applies=None, reads=()):
         self.id, self.title, self.kinds, self.concerns = check_id, title, tuple(kinds), tuple(concerns)
-        self.causes, self.function = list(causes), function
+        self.causes, self.function, self.applies, self.reads = list(causes), function, applies, tuple(reads)
+
+    def run(self, seen, want, done):
+        """None when the check does not apply; the result that says what could not be read; else the check's own."""
+        if isinstance(self.applies, str) and not want.get(self.applies):
+            return None
+        if callable(self.applies) and not self.applies(seen, want):
+            return None
+        for what in self.reads:
+            unread = READS[what](seen)
+            if unread is not None:
+                return unread
+        return self.function(seen, want, done)
 
 
 def cause(cause_id, cause, fix, source="", when=None, with_failed=(), status=None, fallback=False):
@@ -63,10 +109,12 @@ def cause(cause_id, cause, fix, source="", when=None, with_failed=(), status=Non
     return entry
 
 
-def check(check_id, title, kinds, concerns=(), causes=()):
+def check(check_id, title, kinds, concerns=(), causes=(), applies=None, reads=()):
     """Register the decorated function as the check ``check_id`` (see the module docstring)."""
     if not set(kinds) <= {GPU_NODE, CONTROL_PLANE} or not kinds:
         raise KgnError(f"check {check_id}: kinds must name {GPU_NODE} and/or {CONTROL_PLANE}")
+    if not set(reads) <= set(READS):
+        raise KgnError(f"check {check_id}: reads must name {' and/or '.join(READS)}, got {reads!r}")
 
     def register(function):
         if check_id in REGISTRY:
@@ -74,7 +122,7 @@ def check(check_id, title, kinds, concerns=(), causes=()):
         for entry in causes:
             if not all(entry.get(k) for k in ("id", "cause", "fix")):
                 raise KgnError(f"check {check_id}: cause {entry!r} needs id, cause and fix")
-        REGISTRY[check_id] = Check(check_id, title, kinds, concerns, causes, function)
+        REGISTRY[check_id] = Check(check_id, title, kinds, concerns, causes, function, applies, reads)
         return function
 
     return register
@@ -144,7 +192,7 @@ def run_checks(seen, want):
     for entry in REGISTRY.values():
         if not set(entry.kinds) & set(kinds):
             continue
-        found = entry.function(seen, want, done)
+        found = entry.run(seen, want, done)
         for result in found if isinstance(found, list) else [] if found is None else [found]:
             if result.get("status") not in ("ok", "warn", "failed", "skipped"):
                 raise KgnError(f"check {entry.id} returned {result!r}; return ok(), warn(), failed() or skipped()")

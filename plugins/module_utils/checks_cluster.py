@@ -10,6 +10,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
     NO_API,
     NO_GPU,
     NOT_READ,
+    SOURCE_NVML_DEFAULT_RUNTIME,
+    api_view,
     cause,
     check,
     failed,
@@ -19,6 +21,10 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import MANAGED_ANNOTATION
 
 PLUGIN = ("nvidia_container_toolkit", "container_runtime", "node_labels", "stacks")
+FIX_LABELS_FIRST = "fix \"expected node labels present\" first"
+SOURCE_GPUSHARE_LABEL = "docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare (gpushare=true node label)"
+SOURCE_DEVICE_PLUGINS = ("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
+                         "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/")
 
 
 API_ANSWERS_CAUSES = [
@@ -54,21 +60,19 @@ DEVICE_PLUGIN_SOCKET_CAUSES = [
                  "... did you set the docker default runtime to nvidia?\")"),
           fix=("fix \"container runtime's default runtime is nvidia\" first, then delete the device "
                "plugin pod on this node"),
-          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
-                  "https://github.com/NVIDIA/k8s-device-plugin/issues/168")),
+          source=(SOURCE_NVML_DEFAULT_RUNTIME)),
     cause("plugin_not_scheduled_label", with_failed=["node_labels"],
           cause=("the device plugin DaemonSet selects nodes by label, and this node lacks the label, "
                  "so no plugin pod runs here"),
-          fix="fix \"expected node labels present\" first",
-          source="docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare (gpushare=true node label)"),
+          fix=FIX_LABELS_FIRST,
+          source=SOURCE_GPUSHARE_LABEL),
     cause("plugin_not_running", fallback=True,
           cause=("no device plugin is registered with kubelet (found: {sockets}): the stack's "
                  "DaemonSet is not deployed, its pod is not scheduled here (nodeSelector/tolerations),"
                  " or it is crash-looping"),
           fix=("`kubectl -n kube-system get pods -o wide` for the plugin pod on this node and read its"
                " logs; re-run playbooks/gpu_sharing_stacks.yml if the DaemonSet is missing"),
-          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
-                  "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/")),
+          source=(SOURCE_DEVICE_PLUGINS)),
 ]
 
 
@@ -100,11 +104,6 @@ def device_plugin_socket(seen, want, done):
     return failed(f"no device plugin socket under {where} (found: {', '.join(sockets) or 'none'})", **evidence)
 
 
-def _api(seen):
-    api = seen.get("api") or {}
-    return api if api.get("reachable") else None
-
-
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 
 STACK_PODS_CAUSES = [
@@ -123,15 +122,11 @@ STACK_PODS_CAUSES = [
 
 
 @check("stack_pods_running", "the stacks' pods on this node run", kinds=(GPU_NODE,), concerns=("stacks",),
-       causes=STACK_PODS_CAUSES)
+       causes=STACK_PODS_CAUSES, applies="stacks", reads=("api",))
 def stack_pods_running(seen, want, done):
     """The pods of the project's DaemonSets on this node that do not run, as the API server shows them (an image
     that cannot be pulled, a pod not scheduled, a failed one), one result per pod."""
-    if not want.get("stacks"):
-        return None
-    api = _api(seen)
-    if api is None:
-        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+    api = api_view(seen)
     pods = api.get("stack_pods_not_running")
     if pods is None:
         return skipped(NOT_READ, node_name=api.get("node_name"))
@@ -164,7 +159,7 @@ NODE_REGISTERED_CAUSES = [
 
 @check("node_registered", "node registered in the API", kinds=(GPU_NODE,), causes=NODE_REGISTERED_CAUSES)
 def node_registered(seen, want, done):
-    api = _api(seen)
+    api = api_view(seen)
     if api is None:
         reason = (seen.get("api") or {}).get("error") or "no API server reachable from this inventory"
         return skipped(NO_API, reason=reason)
@@ -179,15 +174,6 @@ def _wanted_labels(seen, want):
         # gpu_node_labels labels a GPU-less node only nvidia.com/gpu.present=false (require_gpu)
         labels = want["labels_without_gpu"]
     return labels
-
-
-def _not_there(seen, done):
-    """Why a check of the node's API object cannot run (no API, or no node), else None."""
-    if done.status("node_registered") == "skipped":
-        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
-    if done.status("node_registered") != "ok":
-        return skipped("skipped: node not registered")
-    return None
 
 
 NODE_LABELS_CAUSES = [
@@ -210,12 +196,9 @@ NODE_LABELS_CAUSES = [
 
 
 @check("node_labels", "expected node labels present", kinds=(GPU_NODE,), concerns=("node_labels",),
-       causes=NODE_LABELS_CAUSES)
+       causes=NODE_LABELS_CAUSES, reads=("node",))
 def node_labels(seen, want, done):
-    missing_node = _not_there(seen, done)
-    if missing_node:
-        return missing_node
-    api = _api(seen)
+    api = api_view(seen)
     labels = api["node"].get("labels") or {}
     wanted = _wanted_labels(seen, want)
     missing = sorted(k for k in wanted if k not in labels)
@@ -239,29 +222,24 @@ ALLOCATABLE_CAUSES = [
                  "default runtime (NVML)"),
           fix=("fix \"container runtime's default runtime is nvidia\", then delete the device plugin pod"
                " on this node"),
-          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
-                  "https://github.com/NVIDIA/k8s-device-plugin/issues/168")),
+          source=(SOURCE_NVML_DEFAULT_RUNTIME)),
     cause("allocatable_label", when={"labels_missing": True},
           cause=("the node advertises no {zero} because the stack's DaemonSet does not select it "
                  "(label missing)"),
-          fix="fix \"expected node labels present\" first",
-          source="docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare (gpushare=true node label)"),
+          fix=FIX_LABELS_FIRST,
+          source=SOURCE_GPUSHARE_LABEL),
     cause("allocatable_plugin", fallback=True,
           cause="the node advertises no {zero}: no device plugin registered the resource with kubelet",
           fix=("see \"device plugin socket registered with kubelet\"; `kubectl describe node` shows "
                "Capacity/Allocatable"),
-          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
-                  "https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/")),
+          source=(SOURCE_DEVICE_PLUGINS)),
 ]
 
 
 @check("allocatable", "allocatable shows the stack's GPU resources", kinds=(GPU_NODE,), concerns=PLUGIN,
-       causes=ALLOCATABLE_CAUSES)
+       causes=ALLOCATABLE_CAUSES, reads=("node",))
 def allocatable(seen, want, done):
-    missing_node = _not_there(seen, done)
-    if missing_node:
-        return missing_node
-    node = _api(seen)["node"]
+    node = api_view(seen)["node"]
     found = node.get("allocatable") or {}
     resources = want.get("resources") or []
     zero = sorted(r for r in resources if str(found.get(r, "0")) in ("0", ""))
@@ -295,12 +273,12 @@ NODE_ANNOTATIONS_CAUSES = [
 
 
 @check("node_annotations", "the stack's device plugin registered the node's GPUs (node annotation)",
-       kinds=(GPU_NODE,), concerns=PLUGIN, causes=NODE_ANNOTATIONS_CAUSES)
+       kinds=(GPU_NODE,), concerns=PLUGIN, causes=NODE_ANNOTATIONS_CAUSES, applies="node_annotations")
 def node_annotations(seen, want, done):
-    wanted = want.get("node_annotations") or []
-    if not wanted or done.status("node_registered") != "ok":
-        return None
-    api = _api(seen)
+    api = api_view(seen)
+    if not (api or {}).get("node"):
+        return None  # said by node_registered
+    wanted = want["node_annotations"]
     annotations = api["node"].get("annotations") or {}
     absent = [a for a in wanted if not str(annotations.get(a) or "").strip()]
     evidence = {"annotations": wanted, "absent": absent, "node_name": api.get("node_name"),

@@ -4,8 +4,8 @@ the stacks deployed as they must run (a DaemonSet's arguments, a stack's own sch
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
     CONTROL_PLANE,
-    NO_API,
     NOT_READ,
+    api_view,
     cause,
     check,
     failed,
@@ -14,17 +14,15 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
 )
 
 SCHEDULER = ("kube_scheduler",)
+FIX_SCHEDULER = "re-run playbooks/kube_scheduler_extender.yml"
+FIX_STACKS = "re-run playbooks/gpu_sharing_stacks.yml"
 NO_EXTENDER = "no chosen stack needs a scheduler extender, so kube-scheduler keeps its own configuration"
 
 
 def _scheduler(seen, want):
-    """(what the scheduler shows, what it should, the config evidence), or None when no scheduler is judged."""
-    wanted = want.get("scheduler") or {}
-    if not wanted:
-        return None
+    """(what the scheduler shows, what it should, the config evidence)."""
     sched = seen.get("scheduler") or {}
-    config = sched.get("config") or {}
-    return sched, wanted, config
+    return sched, want["scheduler"], sched.get("config") or {}
 
 
 SCHEDULER_CONFIG_CAUSES = [
@@ -37,19 +35,16 @@ SCHEDULER_CONFIG_CAUSES = [
     cause("scheduler_config_extenders", fallback=True,
           cause=("{path} does not list the extender(s) ending in {expected_paths} (has: "
                  "{extender_urls}): edited by hand or replaced"),
-          fix="re-run playbooks/kube_scheduler_extender.yml",
+          fix=FIX_SCHEDULER,
           source=("docs/field-notes.md, kubeasz 1.23 with Aliyun gpushare; "
                   "https://github.com/AliyunContainerService/gpushare-scheduler-extender/blob/master/docs/install.md")),
 ]
 
 
 @check("scheduler_config", "scheduler-policy-config present with the extenders", kinds=(CONTROL_PLANE,),
-       concerns=SCHEDULER, causes=SCHEDULER_CONFIG_CAUSES)
+       concerns=SCHEDULER, causes=SCHEDULER_CONFIG_CAUSES, applies="scheduler")
 def scheduler_config(seen, want, done):
-    found = _scheduler(seen, want)
-    if found is None:
-        return None
-    sched, wanted, config = found
+    sched, wanted, config = _scheduler(seen, want)
     path = wanted.get("config_path") or ""
     extenders = list(config.get("extender_urls") or [])
     # each stack's extender is recognised by its URL path (/gpushare-scheduler, /scheduler), so a user's own
@@ -112,19 +107,16 @@ SCHEDULER_FLAG_CAUSES = [
                   "pods, https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/")),
     cause("scheduler_flag_other", fallback=True,
           cause="kube-scheduler does not run with {flag}: {summary}",
-          fix="re-run playbooks/kube_scheduler_extender.yml",
+          fix=FIX_SCHEDULER,
           source="docs/versions.md A5"),
 ]
 
 
 @check("scheduler_flag", "kube-scheduler started with the config flag", kinds=(CONTROL_PLANE,), concerns=SCHEDULER,
-       causes=SCHEDULER_FLAG_CAUSES)
+       causes=SCHEDULER_FLAG_CAUSES, applies="scheduler")
 def scheduler_flag(seen, want, done):
     """The config flag on the running scheduler and in its unit/manifest."""
-    found = _scheduler(seen, want)
-    if found is None:
-        return None
-    sched, wanted, config = found
+    sched, wanted, config = _scheduler(seen, want)
     if not wanted.get("extender_paths"):
         return skipped(NO_EXTENDER, path=wanted.get("config_path") or "")
     flag, path = (wanted.get("flag") or "").lstrip("-"), wanted.get("config_path") or ""
@@ -161,12 +153,9 @@ SCHEDULER_HEALTH_CAUSES = [
 
 
 @check("scheduler_health", "kube-scheduler healthy", kinds=(CONTROL_PLANE,), concerns=SCHEDULER,
-       causes=SCHEDULER_HEALTH_CAUSES)
+       causes=SCHEDULER_HEALTH_CAUSES, applies="scheduler")
 def scheduler_health(seen, want, done):
-    found = _scheduler(seen, want)
-    if found is None:
-        return None
-    sched, wanted, _ = found
+    sched, wanted, _ = _scheduler(seen, want)
     health = sched.get("health") or {}
     evidence = {"url": health.get("url") or wanted.get("health_url") or "", "status": health.get("status"),
                 "body": (health.get("body") or "")[:200], "error": health.get("error") or ""}
@@ -205,12 +194,9 @@ EXTENDER_REACHABLE_CAUSES = [
 
 
 @check("extender_reachable", "scheduler extender reachable at its URL", kinds=(CONTROL_PLANE,),
-       concerns=("kube_scheduler", "stacks"), causes=EXTENDER_REACHABLE_CAUSES)
+       concerns=("kube_scheduler", "stacks"), causes=EXTENDER_REACHABLE_CAUSES, applies="scheduler")
 def extender_reachable(seen, want, done):
-    found = _scheduler(seen, want)
-    if found is None:
-        return None
-    sched = found[0]
+    sched = _scheduler(seen, want)[0]
     results = []
     for probe in sched.get("extenders") or []:
         evidence = {"url": probe.get("url"), "error": probe.get("error") or "", "loopback": bool(probe.get("loopback")),
@@ -221,11 +207,6 @@ def extender_reachable(seen, want, done):
         else:
             results.append(failed(f"{probe.get('url')}: {evidence['error']}", **evidence))
     return results
-
-
-def _api(seen):
-    api = seen.get("api") or {}
-    return api if api.get("reachable") else None
 
 
 STACK_ARGS_CAUSES = [
@@ -239,20 +220,15 @@ STACK_ARGS_CAUSES = [
                   "docs/field-notes.md, gpushare design with a Policy file and MPS")),
     cause("stack_not_deployed", fallback=True,
           cause="the {stack} DaemonSet {daemonset} is not deployed",
-          fix="re-run playbooks/gpu_sharing_stacks.yml",
+          fix=FIX_STACKS,
           source="docs/stacks.md (what each stack deploys)"),
 ]
 
 
 @check("stack_args", "GPU-sharing stack deployed with the required arguments", kinds=(CONTROL_PLANE,),
-       concerns=("stacks",), causes=STACK_ARGS_CAUSES)
+       concerns=("stacks",), causes=STACK_ARGS_CAUSES, applies="stack_args", reads=("api",))
 def stack_args(seen, want, done):
-    wanted = want.get("stack_args") or []
-    if not wanted:
-        return None
-    api = _api(seen)
-    if api is None:
-        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+    wanted, api = want["stack_args"], api_view(seen)
     daemonsets = {d.get("name"): d for d in api.get("daemonsets") or []}
     results = []
     for item in wanted:
@@ -272,7 +248,7 @@ OWN_SCHEDULER_READY_CAUSES = [
     cause("own_scheduler_missing", when={"deployed": False},
           cause=("the {stack} scheduler Deployment {deployment} is not deployed, so no pod asking for "
                  "its resources is placed"),
-          fix="re-run playbooks/gpu_sharing_stacks.yml",
+          fix=FIX_STACKS,
           source="docs/stacks.md (hami)"),
     cause("own_scheduler_not_ready", fallback=True,
           cause=("{namespace}/{deployment} has no ready pod: its extender does not answer /healthz on "
@@ -287,15 +263,10 @@ OWN_SCHEDULER_READY_CAUSES = [
 
 
 @check("own_scheduler_ready", "the stack's own scheduler ready (its extender answers)", kinds=(CONTROL_PLANE,),
-       concerns=("stacks",), causes=OWN_SCHEDULER_READY_CAUSES)
+       concerns=("stacks",), causes=OWN_SCHEDULER_READY_CAUSES, applies="own_schedulers", reads=("api",))
 def own_scheduler_ready(seen, want, done):
     """A stack's own scheduler Deployment: ready means its extender's readiness probe answers."""
-    wanted = want.get("own_schedulers") or []
-    if not wanted:
-        return None
-    api = _api(seen)
-    if api is None:
-        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+    wanted, api = want["own_schedulers"], api_view(seen)
     deployments = {d.get("name"): d for d in api.get("deployments") or []}
     results = []
     for item in wanted:
@@ -318,7 +289,7 @@ WEBHOOK_REGISTERED_CAUSES = [
           cause=("the MutatingWebhookConfiguration {webhook} is not registered: pods asking for the "
                  "stack's resources keep the default scheduler and are not placed by the stack's "
                  "scheduler"),
-          fix="re-run playbooks/gpu_sharing_stacks.yml",
+          fix=FIX_STACKS,
           source="HAMi charts/hami/templates/scheduler/webhook.yaml; docs/stacks.md (hami)"),
     cause("webhook_no_ca", fallback=True,
           cause=("{webhook} has no caBundle, so the API server cannot call it and (failurePolicy "
@@ -332,14 +303,9 @@ WEBHOOK_REGISTERED_CAUSES = [
 
 
 @check("webhook_registered", "the stack's mutating webhook registered with its CA", kinds=(CONTROL_PLANE,),
-       concerns=("stacks",), causes=WEBHOOK_REGISTERED_CAUSES)
+       concerns=("stacks",), causes=WEBHOOK_REGISTERED_CAUSES, applies="own_schedulers", reads=("api",))
 def webhook_registered(seen, want, done):
-    wanted = want.get("own_schedulers") or []
-    if not wanted:
-        return None
-    api = _api(seen)
-    if api is None:
-        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
+    wanted, api = want["own_schedulers"], api_view(seen)
     webhooks = {w.get("name"): w for w in api.get("webhooks") or []}
     results = []
     for item in wanted:

@@ -15,9 +15,9 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks as catalog
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
     GPU_NODE,
-    NO_API,
     NO_GPU,
     NOT_READ,
+    api_view,
     cause,
     check,
     failed,
@@ -96,7 +96,8 @@ def expected(stacks, states):
                                            "expected"}
 
 
-def _applies(seen, want):
+def _runs_dra(seen, want):
+    """Whether the node runs nvidia_dra: the DRA checks have no line on any other node."""
     return bool((want.get("dra") or {}).get("enabled"))
 
 
@@ -104,11 +105,6 @@ def _present(seen):
     """Whether the node has GPUs the kubelet plugin publishes (the GPUs the DRA view read, else the GPU check's)."""
     found = (seen.get("dra") or {}).get("gpus")
     return bool(found) if found is not None else bool((seen.get("gpu") or {}).get("present"))
-
-
-def _api_dra(seen):
-    api = seen.get("api") or {}
-    return (api.get("dra") or {}) if api.get("reachable") else None
 
 
 def _daemonset(seen, want):
@@ -120,10 +116,8 @@ def _daemonset(seen, want):
 
 
 def _node(seen):
-    """The node's API object ({labels, allocatable, ...}), None when the API was not read or has no such node. Read
-    here, not from node_registered's result, so that these checks do not depend on the order of registration."""
-    api = seen.get("api") or {}
-    return api.get("node") if api.get("reachable") else None
+    """The node's API object ({labels, allocatable, ...}), None when the API was not read or has no such node."""
+    return (api_view(seen) or {}).get("node")
 
 
 def _plugin_evidence(seen, want):
@@ -177,10 +171,8 @@ REGISTRY_CAUSE = cause(
 
 
 @check("dra_registered", "DRA kubelet plugin registered with the kubelet", kinds=(GPU_NODE,), concerns=CONCERNS,
-       causes=[REGISTRY_CAUSE, *PLUGIN_CAUSES])
+       causes=[REGISTRY_CAUSE, *PLUGIN_CAUSES], applies=_runs_dra)
 def dra_registered(seen, want, done):
-    if not _applies(seen, want):
-        return None
     registry = (seen.get("dra") or {}).get("registry")
     evidence = _plugin_evidence(seen, want)
     if registry is None:
@@ -198,10 +190,7 @@ def dra_registered(seen, want, done):
 
 def _kind(seen, key):
     """(items, None) of a DRA kind of the API, or (None, the result that says why it cannot be checked)."""
-    part = _api_dra(seen)
-    if part is None:
-        return None, skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
-    entry = part.get(key) or {}
+    entry = (api_view(seen).get("dra") or {}).get(key) or {}
     if not entry.get("read"):
         return None, skipped(f"skipped: {key} not read from the API", served=None)
     if not entry.get("served"):
@@ -251,10 +240,8 @@ SLICE_CAUSES = [
 
 
 @check("dra_resourceslices", "DRA ResourceSlices publish one device per GPU or MIG device", kinds=(GPU_NODE,),
-       concerns=CONCERNS, causes=SLICE_CAUSES)
+       concerns=CONCERNS, causes=SLICE_CAUSES, applies=_runs_dra, reads=("api",))
 def dra_resourceslices(seen, want, done):
-    if not _applies(seen, want):
-        return None
     items, why = _kind(seen, "resourceslices")
     if why is not None:
         return why
@@ -297,10 +284,8 @@ CLASS_CAUSES = [
 
 
 @check("dra_device_classes", "DRA driver's DeviceClasses exist", kinds=(GPU_NODE,), concerns=("stacks",),
-       causes=CLASS_CAUSES)
+       causes=CLASS_CAUSES, applies=_runs_dra, reads=("api",))
 def dra_device_classes(seen, want, done):
-    if not _applies(seen, want):
-        return None
     items, why = _kind(seen, "deviceclasses")
     if why is not None:
         return why
@@ -335,15 +320,9 @@ ALLOCATABLE_CAUSES = [
 
 
 @check("dra_no_device_plugin", "no device plugin advertises nvidia.com/gpu on the DRA node", kinds=(GPU_NODE,),
-       concerns=CONCERNS, causes=ALLOCATABLE_CAUSES)
+       concerns=CONCERNS, causes=ALLOCATABLE_CAUSES, applies=_runs_dra, reads=("node",))
 def dra_no_device_plugin(seen, want, done):
-    if not _applies(seen, want):
-        return None
-    if not (seen.get("api") or {}).get("reachable"):
-        return skipped(NO_API, reason=(seen.get("api") or {}).get("error") or "")
     node = _node(seen)
-    if node is None:
-        return skipped("skipped: node not registered")
     node_name = (seen.get("api") or {}).get("node_name")
     labels = node.get("labels") or {}
     # the labels by which a device plugin stack of the catalog selects the node (every stack but nvidia_dra)

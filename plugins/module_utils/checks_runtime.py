@@ -5,6 +5,7 @@ check is written)."""
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
     GPU_NODE,
+    SOURCE_NVML_DEFAULT_RUNTIME,
     cause,
     check,
     failed,
@@ -14,6 +15,13 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import (
 )
 
 RUNTIME = ("nvidia_container_toolkit", "container_runtime")
+SOURCE_CONTAINER_RUNTIMES = "https://kubernetes.io/docs/setup/production-environment/container-runtimes/"
+SOURCE_CONFIG_REWRITTEN = ("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
+                           "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
+                           "another installer)")
+FIX_MERGE_BACK = ("re-run playbooks/nvidia_container_runtime.yml for this host: it merges the nvidia runtime back "
+                  "(keeping the rest of the file), restarts containerd and checks it; then restart the device plugin "
+                  "pod on this node")
 
 
 def _engine(seen):
@@ -102,7 +110,7 @@ RUNTIME_REGISTERED_CAUSES = [
           fix=("re-run playbooks/nvidia_container_runtime.yml for this host: it starts the engine again and "
                "checks it answers with nvidia as its default; if it does not start, read `journalctl "
                "-u {engine}`"),
-          source="https://kubernetes.io/docs/setup/production-environment/container-runtimes/"),
+          source=SOURCE_CONTAINER_RUNTIMES),
     cause("docker_down", when={"engine": "docker", "answered": False, "active": {"not": False}},
           cause=("dockerd does not answer ({error}): it is stopped, or refuses to start on an invalid "
                  "/etc/docker/daemon.json"),
@@ -150,12 +158,8 @@ RUNTIME_REGISTERED_CAUSES = [
                  " (a backup of {config_path} still has it): edited by hand, or the file was rewritten"
                  " by another installer (`containerd config default > {config_path}`, a "
                  "kubeadm/kubespray/k3s run, a package upgrade)"),
-          fix=("re-run playbooks/nvidia_container_runtime.yml for this host: it merges the nvidia runtime "
-               "back (keeping the rest of the file), restarts containerd and checks it; then restart "
-               "the device plugin pod on this node"),
-          source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
-                  "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
-                  "another installer)")),
+          fix=(FIX_MERGE_BACK),
+          source=(SOURCE_CONFIG_REWRITTEN)),
     cause("containerd_dropin_not_imported", when={"engine": "containerd", "answered": True, "dropin_orphaned": True},
           cause=("{config_path} no longer imports {dropin}, which still holds the nvidia runtime: the "
                  "file was rewritten by another installer (`containerd config default > {config_path}`"
@@ -174,12 +178,8 @@ RUNTIME_REGISTERED_CAUSES = [
                  "runtime (runtimes: {runtimes}): the runtime was removed from {config_path} by hand, "
                  "or the file was rewritten by another installer (`containerd config default > "
                  "{config_path}`, a kubeadm/kubespray/k3s run, a package upgrade)"),
-          fix=("re-run playbooks/nvidia_container_runtime.yml for this host: it merges the nvidia runtime "
-               "back (keeping the rest of the file), restarts containerd and checks it; then restart "
-               "the device plugin pod on this node"),
-          source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
-                  "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
-                  "another installer)")),
+          fix=(FIX_MERGE_BACK),
+          source=(SOURCE_CONFIG_REWRITTEN)),
     cause("containerd_nvidia_missing",
           when={"engine": "containerd", "answered": True, "toolkit_installed": {"not": True}}, fallback=True,
           cause=("containerd has no nvidia runtime (runtimes: {runtimes}): {config_path} was never "
@@ -191,7 +191,7 @@ RUNTIME_REGISTERED_CAUSES = [
     cause("no_engine", when={"engine": "none"},
           cause="no container runtime (docker, containerd or CRI-O) was found on the node",
           fix="install the cluster's container runtime, or set container_runtime for this host",
-          source="https://kubernetes.io/docs/setup/production-environment/container-runtimes/"),
+          source=SOURCE_CONTAINER_RUNTIMES),
 ]
 
 
@@ -242,8 +242,7 @@ RUNTIME_DEFAULT_CAUSES = [
                "playbooks/nvidia_container_runtime.yml, which merges it and keeps your other keys), restart "
                "docker, then delete the device plugin pod on this node (`kubectl -n kube-system delete"
                " pod <device-plugin pod>`) so it starts again under nvidia"),
-          source=("docs/field-notes.md, CentOS 7.9 + Docker 18.09 + Kubernetes 1.16; "
-                  "https://github.com/NVIDIA/k8s-device-plugin/issues/168")),
+          source=(SOURCE_NVML_DEFAULT_RUNTIME)),
     cause("docker_default_without_runtime", when={"engine": "docker", "nvidia_registered": False,
                                                  "default_set_by": {"nonempty": False}},
           cause=("Docker's default runtime is \"{default_runtime}\" and the nvidia runtime is not even "
@@ -272,9 +271,7 @@ RUNTIME_DEFAULT_CAUSES = [
                  "`containerd config default` sets runc)"),
           fix=("re-run playbooks/nvidia_container_runtime.yml for this host (sets default_runtime_name = "
                "\"nvidia\" and keeps the rest), then restart the device plugin pod on this node"),
-          source=("https://github.com/kubernetes-sigs/kubespray/issues/12277, "
-                  "https://github.com/NVIDIA/gpu-operator/issues/598 (containerd config rewritten by "
-                  "another installer)")),
+          source=(SOURCE_CONFIG_REWRITTEN)),
     cause("crio_default_set_later", when={"engine": "crio", "default_set_by": {"nonempty": True}},
           cause=("{default_set_by} sets [crio.runtime] default_runtime = \"{default_set_value}\" and CRI-O reads it "
                  "after this project's drop-in {default_ours} ({default_config} first, then every file of the "

@@ -21,6 +21,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.report import column
 
 ENGINE_CONCERNS = ("nvidia_driver", "nvidia_container_toolkit", "container_runtime")
 POD_CONCERNS = (*ENGINE_CONCERNS, "node_labels", "stacks")
+SOURCE_ISOLATION = "docs/isolation.md"
 CHECK_MODE = "skipped: a check-mode run starts no container and creates no pod"
 # the smoke's results -> the check's statuses (no GPU visible on a node without GPU degrades it, as gpu_present does)
 _STATUS = {"ok": ok, "no_gpu": warn, "failed": failed, "skipped": skipped}
@@ -37,23 +38,31 @@ _POD_CAUSES = [key for key in smoke.CAUSES if key.startswith("pod_")]
 _ENGINE_CAUSES = [key for key in smoke.CAUSES if not key.startswith("pod_")]
 
 
+def _with_smoke(seen, want):
+    """A row built without the smoke settings (an older caller) has no smoke line."""
+    return "smoke" in want
+
+
+def _with_smoke_and_stack(seen, want):
+    """No stack, no pod to ask for."""
+    return "smoke" in want and bool(want.get("stacks"))
+
+
 def _off(want, kind):
-    """Why the smoke of ``kind`` (engine, pod) did not run although it applies, or "" when it should have run."""
+    """The skipped result of a smoke of ``kind`` (engine, pod) that applies but did not run, else None."""
     if not (want.get("smoke") or {}).get(kind):
-        return f"skipped: off (gpu_node_verify_{kind}_smoke: false)"
+        return skipped(f"skipped: off (gpu_node_verify_{kind}_smoke: false)", off=True)
     if want.get("check_mode"):
-        return CHECK_MODE
-    return ""
+        return skipped(CHECK_MODE, off=True)
+    return None
 
 
 @check("engine_smoke", "a GPU container through the engine kubelet uses sees the host's GPUs", kinds=(GPU_NODE,),
-       concerns=ENGINE_CONCERNS, causes=_causes(_ENGINE_CAUSES))
+       concerns=ENGINE_CONCERNS, causes=_causes(_ENGINE_CAUSES), applies=_with_smoke)
 def engine_smoke(seen, want, done):
-    if "smoke" not in want:  # a row built without the smoke settings (an older caller): no line
-        return None
     off = _off(want, "engine")
     if off:
-        return skipped(off, off=True)
+        return off
     result = (seen.get("smoke") or {}).get("engine")
     if not result:
         engine = (seen.get("runtime") or {}).get("engine") or "none"
@@ -66,15 +75,12 @@ def engine_smoke(seen, want, done):
 
 
 @check("pod_smoke", "a pod asking for the stack's GPU resource runs on the node and sees it", kinds=(GPU_NODE,),
-       concerns=POD_CONCERNS, causes=_causes(_POD_CAUSES) + _causes(_ENGINE_CAUSES, "pod_smoke_"))
+       concerns=POD_CONCERNS, causes=_causes(_POD_CAUSES) + _causes(_ENGINE_CAUSES, "pod_smoke_"),
+       applies=_with_smoke_and_stack)
 def pod_smoke(seen, want, done):
-    if "smoke" not in want:
-        return None
-    if not want.get("stacks"):
-        return None  # no stack, no pod to ask for
     off = _off(want, "pod")
     if off:
-        return skipped(off, off=True)
+        return off
     result = (seen.get("smoke") or {}).get("pod")
     if not result:
         return skipped("skipped: not run (its API host was not reached)")
@@ -97,24 +103,23 @@ def pod_smoke(seen, want, done):
                      fix="run site.yml (it writes accept-nvidia-visible-devices-envvar-when-unprivileged = false "
                          "into /etc/nvidia-container-runtime/config.toml); look for a second config (XDG_CONFIG_HOME, "
                          "NVIDIA_CTK_CONFIG_FILE_PATH) in the engine's environment",
-                     source="docs/isolation.md"),
+                     source=SOURCE_ISOLATION),
                cause("isolation_closed_needed", when={"probe": "closed", "decided": "open", "needed": True},
                      cause="the toolkit refuses NVIDIA_VISIBLE_DEVICES from unprivileged containers, but a stack of "
                            "this node hands GPUs out by nothing else: its pods start without their GPU",
                      fix="run site.yml (it writes the toolkit setting the node's stacks need), or move the node to a "
                          "stack that does not depend on the variable",
-                     source="docs/isolation.md"),
+                     source=SOURCE_ISOLATION),
                cause("isolation_open_by_choice", when={"probe": "open", "decided": "open"}, status="warn",
                      cause="any container on this node may take every GPU by setting NVIDIA_VISIBLE_DEVICES",
                      fix="move the node to nvidia_device_plugin, hami (Kubernetes 1.23+) or nvidia_dra, then leave "
                          "kgn_gpu_envvar_unprivileged at auto",
-                     source="docs/isolation.md")])
+                     source=SOURCE_ISOLATION)],
+       applies=_with_smoke)
 def gpu_isolation(seen, want, done):
-    if "smoke" not in want:
-        return None
     off = _off(want, "engine")
     if off:
-        return skipped(off, off=True)
+        return off
     found = seen.get("smoke") or {}
     # the engine's container (gpu_node_verify) and the pod (gpu_pod_smoke, beside the stacks' pods)
     probes = {kind: probe for kind, probe in (("engine", found.get("isolation")),

@@ -29,3 +29,10 @@ def _filter(name, function):
 def wrap(functions: dict) -> dict:
     """Return ``{name: function}`` with every KgnError raised as AnsibleFilterError naming the filter."""
     return {name: _filter(name, function) for name, function in functions.items()}
+
+
+def filter_module(functions: dict) -> type:
+    """The ``FilterModule`` class Ansible's filter loader asks of a filter plugin file: its filters are
+    ``functions``, wrapped (see wrap). A filter file is then its imports and this one call."""
+    wrapped = wrap(functions)
+    return type("FilterModule", (), {"filters": lambda self: dict(wrapped)})

@@ -447,6 +447,31 @@ def test_a_new_check_registers_with_its_causes_and_runs_in_order():
         del c.REGISTRY["test_dra_slices"]
 
 
+def test_what_a_check_reads_and_when_it_applies_are_said_once_in_its_registration():
+    """``applies`` and ``reads`` (checks.py): the check's own function runs only when both hold."""
+    ran = []
+
+    @c.check("test_reads_node", "reads the node", kinds=(c.GPU_NODE,), applies="stacks", reads=("node",))
+    def reads_node(seen, want, done):
+        ran.append(c.api_view(seen)["node"])
+        return c.ok("read")
+
+    entry = c.REGISTRY["test_reads_node"]
+    api = {"reachable": True, "node_name": "gpu1", "node": {"labels": {}}}
+    try:
+        assert entry.run({"api": api}, {}, c.Done()) is None  # no stack: no line
+        unreachable = {"api": {"reachable": False, "error": "connection refused"}}
+        assert entry.run(unreachable, {"stacks": ["x"]}, c.Done()) == c.skipped(c.NO_API, reason="connection refused")
+        no_node = {"api": dict(api, node=None)}
+        assert entry.run(no_node, {"stacks": ["x"]}, c.Done()) == c.skipped("skipped: node not registered")
+        assert ran == []
+        assert entry.run({"api": api}, {"stacks": ["x"]}, c.Done())["status"] == "ok" and ran == [{"labels": {}}]
+    finally:
+        del c.REGISTRY["test_reads_node"]
+    with pytest.raises(KgnError, match="reads must name api and/or node"):
+        c.check("test_reads_else", "x", kinds=(c.GPU_NODE,), reads=("gpu",))(lambda *_: None)
+
+
 def test_daemonsets_are_reduced_to_name_args_and_whether_the_project_deployed_them():
     items = [
         {

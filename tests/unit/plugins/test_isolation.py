@@ -90,7 +90,7 @@ def test_the_device_plugin_gets_the_strategy_of_the_decision():
 def _run_check(probe, decided, pod=None):
     seen = {"smoke": {"isolation": probe, "pod": {"isolation": pod} if pod else None}}
     want = {"smoke": {"engine": True, "pod": True}, "isolation": decided}
-    return c.REGISTRY["gpu_isolation"].function(seen, want, c.Done())
+    return c.REGISTRY["gpu_isolation"].run(seen, want, c.Done())
 
 
 CLOSED = {"status": "closed", "injected": [], "summary": "closed: ..."}
