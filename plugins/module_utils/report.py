@@ -310,6 +310,8 @@ def merge(reports):
         if data["meta"].get("check_mode") or "merged_from" in data["meta"]:
             what = "a check-mode run's" if data["meta"].get("check_mode") else "already a merged"
             raise KgnError(f"merge: {name} is {what} report; merge the reports of real runs")
+        if not all(isinstance(row, dict) and row.get("host") for row in data["rows"]):
+            raise KgnError(f"merge: {name} has a row without a host; it is not a report this project wrote")
         hosts = [row["host"] for row in data["rows"]]
         sources.append({"report": name, "generated": stamp, "inventory": data["meta"].get("inventory", ""),
                         "limit": data["meta"].get("limit", ""), "hosts": hosts, "kept": []})

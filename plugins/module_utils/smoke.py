@@ -584,10 +584,16 @@ def judge_isolation(plan, run=None, image=None, engine_state=None):
     if not seen["complete"]:
         words = first_line(run.get("stderr") or run.get("stdout")) or f"exit code {run.get('rc')}"
         return {"status": "not_run", "injected": [], "summary": f"the probe container did not run: {words}"}
+    return judge_isolation_output(seen, "a container")
+
+
+def judge_isolation_output(seen, who):
+    """``open`` or ``closed`` from what a probe that ran printed (``seen``: parse_output of its log, complete);
+    ``who``: "a container" or "a pod", for the summary."""
     injected = [f"/dev/{name}" for name in seen["gpu_devices"]]
     if seen["smi"]["rc"] not in (None, 127):
         injected.append("nvidia-smi")
-    request = "a container that asked for no GPU, with NVIDIA_VISIBLE_DEVICES=all"
+    request = f"{who} that asked for no GPU, with NVIDIA_VISIBLE_DEVICES=all"
     if injected:
         return {"status": "open", "injected": injected,
                 "summary": f"open: {request}, got {', '.join(injected)} from the runtime"}

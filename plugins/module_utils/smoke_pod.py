@@ -70,15 +70,13 @@ def probe_spec():
 
 
 def judge_probe(pod, log="", judged=None):
-    """The isolation probe's result from its pod: smoke.judge_isolation of its log when it ran, else ``not_run``
-    with why the pod did not run (``judged``: judge_pod's verdict)."""
-    ran = pod is not None and pod_phase(pod) in ("Succeeded", "Failed") and parse_output(log)["complete"]
-    if not ran:
+    """The isolation probe's result from its pod: what its log shows when it ran (smoke.judge_isolation_output),
+    else ``not_run`` with why the pod did not run (``judged``: judge_pod's verdict)."""
+    seen = parse_output(log)
+    if pod is None or pod_phase(pod) not in ("Succeeded", "Failed") or not seen["complete"]:
         return {"status": "not_run", "injected": [],
                 "summary": f"not run: the probe pod {(judged or {}).get('summary') or 'did not run'}"}
-    result = smoke.judge_isolation({"image": ""}, {"rc": 0, "stdout": log, "stderr": ""}, {"present": True})
-    result["summary"] = result["summary"].replace("a container that asked", "a pod that asked", 1)
-    return result
+    return smoke.judge_isolation_output(seen, "a pod")
 
 
 def _dns_label(text, limit=63):

@@ -283,11 +283,13 @@ def _unit_state(module, unit):
 
 class Cdi:
     """The CDI part of a run: the spec regenerated when it differs from what the generator says now, the toolkit's
-    config and the refresh units written, the refresh unit enabled. Each step goes into ``done`` before it runs."""
+    config and the refresh units written, the refresh unit enabled. Each step goes into ``done`` before it runs;
+    a decision the inventory changed (who may ask for GPUs by the variable) also into ``changes``, which the run's
+    report prints."""
 
     def __init__(self, module, plan):
         self.module, self.plan = module, plan
-        self.done, self.repaired, self.problems = [], [], []
+        self.done, self.repaired, self.problems, self.changes = [], [], [], []
         self.spec_todo, self.files_todo, self.unit_todo, self.why = [], [], [], []
 
     def read(self):
@@ -332,7 +334,12 @@ class Cdi:
                     was = runtime.toml_parse(before, toolkit_config).get(isolation.ENVVAR_KEY, True)
                 except KgnError:
                     was = None
-                (self.repaired if wired_before and was == (not refuse) else self.done).append(said)
+                if wired_before and was == (not refuse):
+                    self.repaired.append(said)
+                else:
+                    self.done.append(said)
+                    if was is not None and was != (not refuse):
+                        self.changes.append(said)
         if self.spec_todo:
             path = self.spec_todo[0]["path"]
             had = self.spec_todo[0]["before"] is not None
@@ -536,7 +543,7 @@ def run(module):
     module.exit_json(changed=True, engine=plan["engine"], plan=plan, live=live, observed=observed,
                      repaired=repaired, done=side.done, diff=diff, runtime_mode=plan["runtime_mode"],
                      ansible_facts=recorded("container_runtime", observed, plan, live, True, False, repaired,
-                                            linked))
+                                            [*linked, *side.changes]))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ def test_slices_of_one_run_merge_to_the_run_over_all():
     ([("x.json", {"meta": {}, "rows": []})], "x.json has no meta.generated"),
     ([("x.json", {"meta": {"generated": "1", "check_mode": True}, "rows": []})], "check-mode run's report"),
     ([("x.json", {"meta": {"generated": "1", "merged_from": []}, "rows": []})], "already a merged report"),
+    ([("x.json", {"meta": {"generated": "1"}, "rows": [{"verdict": "ok"}]})], "x.json has a row without a host"),
 ])
 def test_what_is_not_a_run_report_is_refused_by_name(bad, words):
     with pytest.raises(KgnError, match=words):
