@@ -686,6 +686,79 @@ def _adopt_plan(plan: dict, driver: dict, version: str, observed: dict) -> list:
 # --- the section -------------------------------------------------------------------------------------
 
 
+def _refuse_secure_boot(inputs: dict, observed: dict, adopt: bool) -> None:
+    if observed.get("secure_boot") and inputs.get("secure_boot_policy", "fail") != "continue" and not adopt:
+        raise _fail(
+            "Secure Boot is enabled on the node: an unsigned DKMS module would not load. Either use pre-signed "
+            "modules (Ubuntu linux-modules-nvidia-<branch>-server-<kernel>, NVIDIA precompiled streams) or enrol a "
+            "MOK key that DKMS signs with (mokutil --import /var/lib/dkms/mok.pub, reboot, confirm in the MOK "
+            "manager), then set nvidia_driver_secure_boot_policy=continue. See roles/nvidia_driver/README.md "
+            "\"Secure Boot\""
+        )
+
+
+def _node_assumptions(observed: dict, choice: dict) -> list:
+    """What the plan assumes because the node's record lacks it (the driver, GPUs, architecture, kernels)."""
+    assumed = []
+    if "driver" not in observed:
+        assumed.append("no driver recorded on the node: no driver installed outside the packages is assumed")
+    if not choice["gpus_recorded"]:
+        assumed.append("no GPU facts recorded: the branch and the kernel module flavour were not checked against "
+                       "the node's GPUs")
+    if choice["gpus_unknown"]:
+        assumed.append(f"GPUs outside the project's table ({', '.join(choice['gpus_unknown'])}): not checked against "
+                       "the branch")
+    if not observed.get("architecture"):
+        assumed.append("the node's architecture was not recorded: x86_64 assumed")
+    if not observed.get("kernel") and "kernels" not in observed:
+        assumed.append("the node's kernels were not recorded: the headers package names <running kernel>")
+    return assumed
+
+
+def _repositories(inputs: dict, platform: dict, architecture: str, adopt: bool, flavour: str, branch: str) -> dict:
+    """Where the packages come from: the CUDA repository's URL and key, the distribution's mirrors, and the EL
+    module stream or branch lock that keeps the driver on its branch."""
+    source = inputs["source"]
+    cuda_repo_url = f"{str(inputs.get('cuda_repo_base_url') or '').rstrip('/')}/{platform['cuda_repo_distro']}/" \
+                    f"{CUDA_ARCH.get(architecture, architecture)}"
+    key_file = (inputs.get("cuda_repo_key") if platform["family"] == "debian" else inputs.get("cuda_repo_key_rpm")) \
+        or platform["cuda_repo_key"]
+    mirror, security = ((inputs.get("debian_mirror"), inputs.get("debian_security_mirror"))
+                        if platform.get("mirror") == "debian"
+                        else (inputs.get("ubuntu_mirror"), inputs.get("ubuntu_security_mirror")))
+    dnf_module = ""
+    if platform.get("dnf_module_stream") and not adopt and source == "cuda_repo":
+        dnf_module = f"@nvidia-driver:{platform['dnf_module_stream'][flavour].replace('{branch}', branch)}/default"
+    return {"cuda_repo_url": cuda_repo_url, "cuda_repo_key_url": f"{cuda_repo_url}/{key_file}", "mirror": mirror,
+            "security": security, "dnf_module": dnf_module,
+            "branch_lock": (platform.get("branch_lock") or "").replace("{branch}", branch)
+            if source == "cuda_repo" else ""}
+
+
+def _source_files(plan: dict, platform: dict, key: str, observed: dict, assumed: list) -> list:
+    """The package sources' files of a package install: the distribution's missing components, the CUDA repository
+    (unless the node already enables it under another name) and the apt pin, or the EL repository file."""
+    source, cuda_repo_url = plan["source"], plan["cuda_repo_url"]
+    if platform["family"] != "debian":
+        plan["missing_components"] = []
+        content = _yum_repo(key, cuda_repo_url, plan["cuda_repo_key_url"]) if source == "cuda_repo" else None
+        return [{"path": FILES["cuda_yum_repo"], "mode": "0644", "content": content}]
+    missing = (_missing_components(platform, plan["branch"], observed, assumed) if source == "distro" else [])
+    plan["missing_components"] = missing
+    files = [{"path": FILES["distro_sources"], "mode": "0644",
+              "content": _distro_sources(missing, plan["distro_mirror"], plan["distro_security_mirror"],
+                                         platform["keyring"]) if missing else None}]
+    theirs = foreign_cuda_source(observed.get("apt_sources"), cuda_repo_url) if source == "cuda_repo" else ""
+    if theirs:
+        plan["cuda_source_found"] = theirs
+        plan["cuda_keyring"]["wanted"] = False
+    files.append({"path": FILES["cuda_sources"], "mode": "0644",
+                  "content": _cuda_sources(cuda_repo_url) if source == "cuda_repo" and not theirs else None})
+    files.append({"path": FILES["apt_pin"], "mode": "0644",
+                  "content": _apt_pin(plan["target"]) if plan["hold"] else None})
+    return files
+
+
 def driver_plan(inputs: object, observed: object) -> dict:
     """The nvidia_driver section of the host plan.
 
@@ -720,43 +793,13 @@ def driver_plan(inputs: object, observed: object) -> dict:
     platform = PLATFORMS[key]
     family, source, flavour, branch = platform["family"], inputs["source"], basics["kernel_module"], basics["branch"]
 
-    if "driver" not in observed:
-        assumed.append("no driver recorded on the node: no driver installed outside the packages is assumed")
     adopted_version = str(driver.get("version") or driver.get("kernel_module_version") or "")
-    if not choice["gpus_recorded"]:
-        assumed.append("no GPU facts recorded: the branch and the kernel module flavour were not checked against "
-                       "the node's GPUs")
-    if choice["gpus_unknown"]:
-        assumed.append(f"GPUs outside the project's table ({', '.join(choice['gpus_unknown'])}): not checked against "
-                       "the branch")
-    if observed.get("secure_boot") and inputs.get("secure_boot_policy", "fail") != "continue" and not adopt:
-        raise _fail(
-            "Secure Boot is enabled on the node: an unsigned DKMS module would not load. Either use pre-signed "
-            "modules (Ubuntu linux-modules-nvidia-<branch>-server-<kernel>, NVIDIA precompiled streams) or enrol a "
-            "MOK key that DKMS signs with (mokutil --import /var/lib/dkms/mok.pub, reboot, confirm in the MOK "
-            "manager), then set nvidia_driver_secure_boot_policy=continue. See roles/nvidia_driver/README.md "
-            "\"Secure Boot\""
-        )
+    _refuse_secure_boot(inputs, observed, adopt)
+    assumed += _node_assumptions(observed, choice)
     os_state = lifecycle.os_lifecycle(observed.get("os") or {}, today)
-
-    architecture = str(observed.get("architecture") or "")
-    if not architecture:
-        architecture = "x86_64"
-        assumed.append("the node's architecture was not recorded: x86_64 assumed")
-    if not observed.get("kernel") and "kernels" not in observed:
-        assumed.append("the node's kernels were not recorded: the headers package names <running kernel>")
-    cuda_arch = CUDA_ARCH.get(architecture, architecture)
-    cuda_repo_url = f"{str(inputs.get('cuda_repo_base_url') or '').rstrip('/')}/{platform['cuda_repo_distro']}/" \
-                    f"{cuda_arch}"
-    key_file = (inputs.get("cuda_repo_key") if family == "debian" else inputs.get("cuda_repo_key_rpm")) or \
-        platform["cuda_repo_key"]
-    mirror, security = ((inputs.get("debian_mirror"), inputs.get("debian_security_mirror"))
-                        if platform.get("mirror") == "debian"
-                        else (inputs.get("ubuntu_mirror"), inputs.get("ubuntu_security_mirror")))
-    dnf_module = ""
-    if platform.get("dnf_module_stream") and not adopt and source == "cuda_repo":
-        dnf_module = f"@nvidia-driver:{platform['dnf_module_stream'][flavour].replace('{branch}', branch)}/default"
-    branch_lock = (platform.get("branch_lock") or "").replace("{branch}", branch) if source == "cuda_repo" else ""
+    architecture = str(observed.get("architecture") or "") or "x86_64"
+    repos = _repositories(inputs, platform, architecture, adopt, flavour, branch)
+    cuda_repo_url, mirror, security = repos["cuda_repo_url"], repos["mirror"], repos["security"]
 
     plan = {
         **basics,
@@ -782,14 +825,14 @@ def driver_plan(inputs: object, observed: object) -> dict:
         "distro_security_mirror": security or "",
         "distro_keyring": platform["keyring"],
         "cuda_repo_url": cuda_repo_url,
-        "cuda_repo_key_url": f"{cuda_repo_url}/{key_file}",
+        "cuda_repo_key_url": repos["cuda_repo_key_url"],
         "cuda_keyring": {"path": FILES["cuda_keyring"],
                          "wanted": family == "debian" and source == "cuda_repo",
                          "present": bool(observed.get("cuda_keyring"))},
         # the apt source that enables the CUDA repository when it is not ours (e.g. the cuda-keyring package's)
         "cuda_source_found": "",
-        "dnf_module": dnf_module,
-        "branch_lock": branch_lock,
+        "dnf_module": repos["dnf_module"],
+        "branch_lock": repos["branch_lock"],
         "versionlock_patterns": list(platform.get("versionlock_patterns", [])),
         "initramfs": {
             "command": list(platform["initramfs_command"]),
@@ -818,27 +861,8 @@ def driver_plan(inputs: object, observed: object) -> dict:
                     hold_changes={"hold": [], "unhold": []}, release=[], upgrade=False,
                     missing_components=[], target_exact=True)
     else:
-        state = _packages_state(observed, assumed)
-        _package_plan(plan, inputs, state, assumed)
-        if family == "debian":
-            missing = (_missing_components(platform, branch, observed, assumed) if source == "distro" else [])
-            plan["missing_components"] = missing
-            files.append({"path": FILES["distro_sources"], "mode": "0644",
-                          "content": _distro_sources(missing, plan["distro_mirror"], plan["distro_security_mirror"],
-                                                     platform["keyring"]) if missing else None})
-            theirs = foreign_cuda_source(observed.get("apt_sources"), cuda_repo_url) if source == "cuda_repo" else ""
-            if theirs:
-                plan["cuda_source_found"] = theirs
-                plan["cuda_keyring"]["wanted"] = False
-            files.append({"path": FILES["cuda_sources"], "mode": "0644",
-                          "content": _cuda_sources(cuda_repo_url) if source == "cuda_repo" and not theirs else None})
-            files.append({"path": FILES["apt_pin"], "mode": "0644",
-                          "content": _apt_pin(plan["target"]) if plan["hold"] else None})
-        else:
-            plan["missing_components"] = []
-            files.append({"path": FILES["cuda_yum_repo"], "mode": "0644",
-                          "content": _yum_repo(key, cuda_repo_url, plan["cuda_repo_key_url"])
-                          if source == "cuda_repo" else None})
+        _package_plan(plan, inputs, _packages_state(observed, assumed), assumed)
+        files = _source_files(plan, platform, key, observed, assumed)
     files.append({"path": FILES["blacklist"], "mode": "0644",
                   "content": BLACKLIST if inputs.get("blacklist_nouveau", True) else None})
     plan["files"] = files
