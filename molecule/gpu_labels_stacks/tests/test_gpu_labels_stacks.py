@@ -1,4 +1,4 @@
-"""Labels and stacks as the stand-in Kubernetes API (1.23.1) holds them, read with kubectl on the control plane.
+"""Labels and stacks as a real Kubernetes API server (v1.36.3) holds them, read with kubectl on the control plane.
 
 converge: gpushare; side_effect: check mode with no stack, then nvidia_device_plugin + elastic_gpu (gpushare
 removed), a refused removal of elastic_gpu, then nvidia_device_plugin only (elastic_gpu removed). The node and
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-testinfra_hosts = ["gpu_labels_stacks-cp"]
+testinfra_hosts = ["gpu-labels-stacks-cp"]
 
 NODE = "gpu-labels-stacks-gpu"
 MANAGED = "kube-gpu-nodes.io/managed-labels"
@@ -27,9 +27,9 @@ def _managed(node):
     return set(filter(None, node["metadata"].get("annotations", {}).get(MANAGED, "").split(",")))
 
 
-def test_the_api_is_the_stand_in_playing_the_cluster_version(host):
+def test_the_api_is_a_real_kube_apiserver_of_the_cluster_version(host):
     version = json.loads(host.check_output("kubectl get --raw /version"))
-    assert version["gitVersion"] == "v1.23.1+standin"
+    assert version["gitVersion"] == "v1.36.3"
     assert host.check_output("kubectl get --raw /readyz") == "ok"
 
 
@@ -68,18 +68,16 @@ def _gpushare_before(host):
     return {(item["kind"], item["metadata"]["name"]): item for item in doc["items"]}
 
 
-def test_gpushare_objects_had_the_apiversions_of_1_23_and_the_project_labels(host):
+def test_gpushare_objects_had_the_apiversions_of_1_36_and_the_project_labels(host):
     before = _gpushare_before(host)
     extender = before[("Deployment", "gpushare-schd-extender")]
     assert extender["apiVersion"] == "apps/v1"
     template = extender["spec"]["template"]
-    # 1.16+: priorityClassName, not the removed critical-pod annotation; 1.20-1.25: both control-plane taints
+    # 1.16+: priorityClassName, not the removed critical-pod annotation; 1.26+: only the control-plane taint
     assert template["spec"]["priorityClassName"] == "system-cluster-critical"
     assert "scheduler.alpha.kubernetes.io/critical-pod" not in template["metadata"].get("annotations", {})
-    assert {t["key"] for t in template["spec"]["tolerations"]} >= {
-        "node-role.kubernetes.io/master",
-        "node-role.kubernetes.io/control-plane",
-    }
+    keys = {t["key"] for t in template["spec"]["tolerations"]}
+    assert "node-role.kubernetes.io/control-plane" in keys and "node-role.kubernetes.io/master" not in keys
     assert host.run("kubectl get priorityclass system-cluster-critical").rc == 0
     plugin = before[("DaemonSet", "gpushare-device-plugin-ds")]
     assert plugin["apiVersion"] == "apps/v1"
@@ -137,7 +135,7 @@ def test_only_the_chosen_stack_has_manifest_files_and_they_match_the_api(host):
         assert diff.rc == 0, f"{manifest} differs from the API: {diff.stdout}{diff.stderr}"
 
 
-def test_an_apiversion_removed_before_1_23_is_refused_like_a_real_server(host):
+def test_an_apiversion_removed_in_1_16_is_refused_by_the_real_server(host):
     result = host.run(
         "printf 'apiVersion: extensions/v1beta1\\nkind: DaemonSet\\nmetadata: {name: old, namespace: kube-system}\\n"
         "spec: {template: {spec: {containers: [{name: a, image: b}]}}}\\n' | kubectl apply -f -"
