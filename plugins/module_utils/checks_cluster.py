@@ -60,7 +60,7 @@ DEVICE_PLUGIN_SOCKET_CAUSES = [
                  "... did you set the docker default runtime to nvidia?\")"),
           fix=("fix \"container runtime's default runtime is nvidia\" first, then delete the device "
                "plugin pod on this node"),
-          source=(SOURCE_NVML_DEFAULT_RUNTIME)),
+          source=SOURCE_NVML_DEFAULT_RUNTIME),
     cause("plugin_not_scheduled_label", with_failed=["node_labels"],
           cause=("the device plugin DaemonSet selects nodes by label, and this node lacks the label, "
                  "so no plugin pod runs here"),
@@ -72,7 +72,7 @@ DEVICE_PLUGIN_SOCKET_CAUSES = [
                  " or it is crash-looping"),
           fix=("`kubectl -n kube-system get pods -o wide` for the plugin pod on this node and read its"
                " logs; re-run playbooks/gpu_sharing_stacks.yml if the DaemonSet is missing"),
-          source=(SOURCE_DEVICE_PLUGINS)),
+          source=SOURCE_DEVICE_PLUGINS),
 ]
 
 
@@ -222,7 +222,7 @@ ALLOCATABLE_CAUSES = [
                  "default runtime (NVML)"),
           fix=("fix \"container runtime's default runtime is nvidia\", then delete the device plugin pod"
                " on this node"),
-          source=(SOURCE_NVML_DEFAULT_RUNTIME)),
+          source=SOURCE_NVML_DEFAULT_RUNTIME),
     cause("allocatable_label", when={"labels_missing": True},
           cause=("the node advertises no {zero} because the stack's DaemonSet does not select it "
                  "(label missing)"),
@@ -232,7 +232,7 @@ ALLOCATABLE_CAUSES = [
           cause="the node advertises no {zero}: no device plugin registered the resource with kubelet",
           fix=("see \"device plugin socket registered with kubelet\"; `kubectl describe node` shows "
                "Capacity/Allocatable"),
-          source=(SOURCE_DEVICE_PLUGINS)),
+          source=SOURCE_DEVICE_PLUGINS),
 ]
 
 

@@ -125,7 +125,7 @@ def _plugin_evidence(seen, want):
     wanted = want.get("dra") or {}
     labels = (_node(seen) or {}).get("labels")
     return {"namespace": wanted.get("namespace"), "daemonset": KUBELET_PLUGIN,
-            "daemonset_found": ds is not None if (seen.get("api") or {}).get("reachable") else None,
+            "daemonset_found": ds is not None if api_view(seen) is not None else None,
             "ready": f"{ds.get('ready')}/{ds.get('desired')}" if ds else "",
             "node_name": (seen.get("api") or {}).get("node_name") or want.get("host"),
             # the kubelet plugin's DaemonSet selects this label (None: the node was not read)

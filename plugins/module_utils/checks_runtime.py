@@ -158,8 +158,8 @@ RUNTIME_REGISTERED_CAUSES = [
                  " (a backup of {config_path} still has it): edited by hand, or the file was rewritten"
                  " by another installer (`containerd config default > {config_path}`, a "
                  "kubeadm/kubespray/k3s run, a package upgrade)"),
-          fix=(FIX_MERGE_BACK),
-          source=(SOURCE_CONFIG_REWRITTEN)),
+          fix=FIX_MERGE_BACK,
+          source=SOURCE_CONFIG_REWRITTEN),
     cause("containerd_dropin_not_imported", when={"engine": "containerd", "answered": True, "dropin_orphaned": True},
           cause=("{config_path} no longer imports {dropin}, which still holds the nvidia runtime: the "
                  "file was rewritten by another installer (`containerd config default > {config_path}`"
@@ -178,8 +178,8 @@ RUNTIME_REGISTERED_CAUSES = [
                  "runtime (runtimes: {runtimes}): the runtime was removed from {config_path} by hand, "
                  "or the file was rewritten by another installer (`containerd config default > "
                  "{config_path}`, a kubeadm/kubespray/k3s run, a package upgrade)"),
-          fix=(FIX_MERGE_BACK),
-          source=(SOURCE_CONFIG_REWRITTEN)),
+          fix=FIX_MERGE_BACK,
+          source=SOURCE_CONFIG_REWRITTEN),
     cause("containerd_nvidia_missing",
           when={"engine": "containerd", "answered": True, "toolkit_installed": {"not": True}}, fallback=True,
           cause=("containerd has no nvidia runtime (runtimes: {runtimes}): {config_path} was never "
@@ -242,7 +242,7 @@ RUNTIME_DEFAULT_CAUSES = [
                "playbooks/nvidia_container_runtime.yml, which merges it and keeps your other keys), restart "
                "docker, then delete the device plugin pod on this node (`kubectl -n kube-system delete"
                " pod <device-plugin pod>`) so it starts again under nvidia"),
-          source=(SOURCE_NVML_DEFAULT_RUNTIME)),
+          source=SOURCE_NVML_DEFAULT_RUNTIME),
     cause("docker_default_without_runtime", when={"engine": "docker", "nvidia_registered": False,
                                                  "default_set_by": {"nonempty": False}},
           cause=("Docker's default runtime is \"{default_runtime}\" and the nvidia runtime is not even "
@@ -271,7 +271,7 @@ RUNTIME_DEFAULT_CAUSES = [
                  "`containerd config default` sets runc)"),
           fix=("re-run playbooks/nvidia_container_runtime.yml for this host (sets default_runtime_name = "
                "\"nvidia\" and keeps the rest), then restart the device plugin pod on this node"),
-          source=(SOURCE_CONFIG_REWRITTEN)),
+          source=SOURCE_CONFIG_REWRITTEN),
     cause("crio_default_set_later", when={"engine": "crio", "default_set_by": {"nonempty": True}},
           cause=("{default_set_by} sets [crio.runtime] default_runtime = \"{default_set_value}\" and CRI-O reads it "
                  "after this project's drop-in {default_ours} ({default_config} first, then every file of the "

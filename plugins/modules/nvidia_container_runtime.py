@@ -334,11 +334,12 @@ class Cdi:
                     was = runtime.toml_parse(before, toolkit_config).get(isolation.ENVVAR_KEY, True)
                 except KgnError:
                     was = None
-                if wired_before and was == (not refuse):
+                kept = was == (not refuse)
+                if wired_before and kept:
                     self.repaired.append(said)
                 else:
                     self.done.append(said)
-                    if was is not None and was != (not refuse):
+                    if was is not None and not kept:
                         self.changes.append(said)
         if self.spec_todo:
             path = self.spec_todo[0]["path"]
