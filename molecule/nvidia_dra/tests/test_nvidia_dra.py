@@ -1,4 +1,4 @@
-"""nvidia_dra as the stand-in Kubernetes 1.35 API holds it, read with kubectl on the control plane.
+"""nvidia_dra as a real Kubernetes v1.36.3 holds it, read with kubectl on the control plane.
 
 converge deployed nvidia_device_plugin and nvidia_dra (/root/dra-deployed.json); side_effect switched the GPU node
 to nvidia_dra (/root/dra-switched.json), verified it (reports-dra), removed every stack and verified it again
@@ -9,15 +9,15 @@ import json
 import os
 from pathlib import Path
 
-testinfra_hosts = ["nvidia_dra-cp"]
+testinfra_hosts = ["nvidia-dra-cp"]
 
 NODE = "nvidia-dra-gpu"
 DRA_LABEL = "kube-gpu-nodes.io/nvidia-dra"
 DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 
 
-CP = "nvidia_dra-cp"
-GPU = "nvidia_dra-gpu"
+CP = "nvidia-dra-cp"
+GPU = "nvidia-dra-gpu"
 DRA_CHECKS = ("dra_registered", "dra_resourceslices", "dra_device_classes", "dra_no_device_plugin")
 
 
@@ -34,10 +34,13 @@ def _saved(host, name):
     return json.loads(host.file(f"/root/{name}").content_string)["items"]
 
 
-def test_the_api_serves_dra_as_1_35_does(host):
-    assert json.loads(host.check_output("kubectl get --raw /version"))["gitVersion"] == "v1.35.0+standin"
+def test_the_api_is_a_real_1_36_serving_dra_v1(host):
+    assert json.loads(host.check_output("kubectl get --raw /version"))["gitVersion"] == "v1.36.3"
     group = json.loads(host.check_output("kubectl get --raw /apis/resource.k8s.io"))
-    assert [v["version"] for v in group["versions"]] == ["v1"]  # the betas are off by default
+    assert group["preferredVersion"]["version"] == "v1"
+    nodes = json.loads(host.check_output("kubectl get nodes -o json"))["items"]
+    kubelets = {n["metadata"]["name"]: n["status"]["nodeInfo"]["kubeletVersion"] for n in nodes}
+    assert kubelets == {CP: "v1.36.3", GPU: "v1.36.3"}
 
 
 def test_the_dra_driver_was_deployed_in_the_versions_the_cluster_serves(host):
@@ -48,7 +51,8 @@ def test_the_dra_driver_was_deployed_in_the_versions_the_cluster_serves(host):
     assert {o["apiVersion"] for o in classes.values()} == {"resource.k8s.io/v1"}
     assert classes["gpu.nvidia.com"]["spec"]["selectors"][0]["cel"]["expression"] == \
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
-    assert "extendedResourceName" not in classes["gpu.nvidia.com"]["spec"]  # DRAExtendedResource is alpha in 1.35
+    # DRAExtendedResource is on by default from 1.36: pods asking for nvidia.com/gpu are served by DRA too
+    assert classes["gpu.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     assert ("ValidatingAdmissionPolicy", "resourceslices-policy-dra-driver-nvidia-gpu") in found
     assert ("ValidatingAdmissionPolicyBinding", "resourceslices-policy-dra-driver-nvidia-gpu") in found
     assert ("Deployment", "dra-driver-nvidia-gpu-controller") in found
@@ -65,7 +69,24 @@ def test_the_switch_drained_the_gpu_pod_moved_the_labels_and_uncordoned(host):
     labels = node["metadata"]["labels"]
     assert labels[DRA_LABEL] == "true" and DEVICE_PLUGIN_LABEL not in labels
     assert not node["spec"].get("unschedulable")
-    assert "train-0" not in [o["metadata"]["name"] for o in items if o["kind"] == "Pod"]
+    # the real kubelet no longer offers nvidia.com/gpu once the device plugin left the node
+    assert node["status"]["allocatable"].get("nvidia.com/gpu", "0") == "0"
+    drained = host.file("/root/dra-train-pod").content_string.strip()
+    pods = {o["metadata"]["name"]: o for o in items if o["kind"] == "Pod"}
+    assert drained not in pods
+
+
+def test_the_real_scheduler_gives_the_deployments_new_pod_the_gpu_through_dra(host):
+    """From 1.36 the DeviceClass names nvidia.com/gpu (extendedResourceName): the pod the Deployment made again still
+    asks for nvidia.com/gpu, and the real scheduler allocates it the H100 of the node's ResourceSlice."""
+    items = _saved(host, "dra-claimed.json")
+    [pod] = [o for o in items if o["kind"] == "Pod" and o["metadata"].get("labels", {}).get("app") == "train"]
+    assert pod["spec"].get("nodeName") == NODE
+    # the claim the scheduler made for the pod's nvidia.com/gpu, owned by the pod
+    [claim] = [o for o in items if o["kind"] == "ResourceClaim"]
+    assert [r["uid"] for r in claim["metadata"]["ownerReferences"]] == [pod["metadata"]["uid"]]
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["driver"], result["pool"], result["device"]) == ("gpu.nvidia.com", NODE, "gpu-0")
 
 
 def test_removal_left_nothing_of_the_project(host):

@@ -59,7 +59,8 @@ def test_healthy_report_lists_every_node_with_a_verdict(healthy):
         "(nvidia, legacy)"
     )
     assert rows(healthy)[CONTAINERD]["runtime"].startswith("containerd ")
-    assert rows(healthy)[CP]["scheduler"] == "v1beta3 (--config)"
+    # 1.22: KubeSchedulerConfiguration v1beta2, never the Policy file beside it (1.22 refuses both at once)
+    assert rows(healthy)[CP]["scheduler"] == "v1beta2 (--config)"
     assert check(healthy, CP, "scheduler_health")["status"] == "ok"
     assert check(healthy, CP, "extender_reachable")["status"] == "ok"
     assert check(healthy, CP, "stack_args")["status"] == "ok"
@@ -117,6 +118,8 @@ def test_the_repairs_are_real_on_the_nodes(host):
         pid = host.check_output("systemctl show -p MainPID --value kube-scheduler")
         process = host.file(f"/proc/{pid}/cmdline").content_string.replace("\0", " ")
         assert "--config=/etc/kubernetes/scheduler-policy-config.yaml" in process
+        # the upstream binary the lab's mirror holds, not a stand-in
+        assert json.loads(host.check_output("kubectl get --raw /version"))["gitVersion"] == "v1.22.3"
         labels = host.check_output(f"kubectl get node {DOCKER} -o jsonpath='{{.metadata.labels}}'")
         assert '"gpushare":"true"' in labels
 
