@@ -166,6 +166,7 @@ repaired:
   type: list
 """
 
+import glob  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import socket  # noqa: E402
@@ -192,7 +193,10 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan impor
 INPUTS = ("kubernetes_version", "style", "kubeadm_manifest", "systemd_unit", "kubeconfig", "stacks",
           "extra_extenders", "url_mode", "kube_proxy_mode", "node_ip", "cluster_ips", "urls", "tls", "backup_dir",
           "prevalidate", "allow_newer")
-# The lab's stand-in kubelet writes each static pod's output here (a real kubelet: crictl logs).
+# Where the kubelet keeps each container's log (CRI format "<time> <stream> <tag> <line>"), read when the node has no
+# crictl (kubernetes/kubernetes pkg/kubelet/kuberuntime/kuberuntime_container.go, BuildContainerLogsDirectory).
+POD_LOGS = "/var/log/pods/kube-system_kube-scheduler-*/kube-scheduler/*.log"
+# The lab's stand-in kubelet writes each static pod's output here (a real kubelet: crictl logs or POD_LOGS).
 STANDIN_LOG = "/var/lib/kubelet-standin/kube-scheduler.log"
 
 
@@ -370,22 +374,33 @@ def _log_size():
 
 
 def _own_words(module, plan, since, offset):
-    """The scheduler's own error lines since the change: journal (systemd), crictl logs or the lab's stand-in
-    kubelet log (kubeadm); [] when it logged none (a healthy start log is not an error)."""
+    """The scheduler's own error lines since the change: journal (systemd); crictl logs, else the kubelet's log file
+    of the newest container written since, else the lab's stand-in kubelet log (kubeadm); [] when it logged none
+    (a healthy start log is not an error)."""
     lines = []
     if plan["style"] == "systemd":
         lines = host.journal(module, plan["unit"], since)
     else:
         rc, out, _ = host.run(module, ["crictl", "ps", "-a", "--name", "kube-scheduler", "-q"], timeout=20)
         ids = (out or "").split() if rc == 0 else []
+        pod_logs = [path for path in glob.glob(POD_LOGS) if os.path.getmtime(path) >= since - 1]
         if ids:
             rc, out, err = host.run(module, ["crictl", "logs", "--tail", "40", ids[0]], timeout=20)
             lines = ((out or "") + (err or "")).splitlines()
+        elif pod_logs:
+            lines = _pod_log_lines(max(pod_logs, key=os.path.getmtime))
         elif os.path.isfile(STANDIN_LOG):
             with open(STANDIN_LOG, "rb") as handle:
                 handle.seek(offset)
                 lines = handle.read().decode("utf-8", "replace").splitlines()[-80:]
     return _error_lines(lines, fallback=False)
+
+
+def _pod_log_lines(path, tail=40):
+    """The last lines a container wrote, from the kubelet's CRI log file (each line "<time> <stream> <P|F> <text>")."""
+    with open(path, "rb") as handle:
+        lines = handle.read().decode("utf-8", "replace").splitlines()[-tail:]
+    return [line.split(" ", 3)[3] if line.count(" ") >= 3 else line for line in lines]
 
 
 def _error_lines(lines, fallback=True):

@@ -6,6 +6,7 @@ molecule's kube_scheduler_* scenarios run them against real systemd."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,26 @@ def test_systemd_shows_the_argv_it_runs():
              "ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
     assert mod.host.shown_argv(shown) == "/opt/kube/bin/kube-scheduler --v=4 --bind-address=0.0.0.0"
     assert mod.host.shown_argv("") == ""
+
+
+def test_without_crictl_the_kubelets_log_file_of_the_newest_container_gives_the_words(tmp_path, monkeypatch):
+    """A kubeadm node without crictl: the kubelet's own log files of the scheduler's containers (CRI format),
+    the newest written since the change (seen on a real kubelet v1.36.3 in the lab, which has no crictl)."""
+    old = tmp_path / "kube-system_kube-scheduler-cp_1111" / "kube-scheduler" / "0.log"
+    new = tmp_path / "kube-system_kube-scheduler-cp_2222" / "kube-scheduler" / "1.log"
+    for path in (old, new):
+        path.parent.mkdir(parents=True)
+    old.write_text("2026-11-29T00:00:00.1Z stderr F I1129 serving securely on 127.0.0.1:10259\n")
+    new.write_text("2026-11-29T00:01:00.1Z stderr F I1129 Generated self-signed cert in-memory\n"
+                   '2026-11-29T00:01:00.2Z stderr F E1129 00:01:00.2 1 run.go:72] "command failed" '
+                   'err="no kind \\"KubeSchedulerConfiguration\\" is registered for version \\"v1beta1\\""\n')
+    os.utime(old, (1000, 1000))
+    os.utime(new, (2000, 2000))
+    monkeypatch.setattr(mod, "POD_LOGS", str(tmp_path / "kube-system_kube-scheduler-*" / "kube-scheduler" / "*.log"))
+    monkeypatch.setattr(mod.host, "run", lambda module, argv, timeout=None: (127, "", "crictl: not found"))
+    plan = dict(PLAN, style="kubeadm")
+    assert mod._own_words(None, plan, 1500, 0) == [
+        'E1129 00:01:00.2 1 run.go:72] "command failed" err="no kind \\"KubeSchedulerConfiguration\\" is registered '
+        'for version \\"v1beta1\\""']
+    # nothing written since the change: no words (an older container's healthy log is not the cause)
+    assert mod._own_words(None, plan, 3000, 0) == []
