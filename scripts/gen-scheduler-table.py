@@ -19,7 +19,7 @@ END = "<!-- END generated -->"
 
 def _scheduler():
     sys.path.insert(0, str(ROOT / "collections"))  # scripts/setup.sh links the checkout there
-    return importlib.import_module("ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler")
+    return importlib.import_module("ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler")
 
 
 def _minors() -> range:

@@ -23,7 +23,7 @@ import pytest  # noqa: E402  (after the collection is on sys.path)
 def _node_caches(tmp_path_factory, monkeypatch):
     """The modules' caches on a node (/var/lib/kgn) go to a folder of the test's own: a test run never writes to
     this machine's /var/lib, and no test sees what another one cached."""
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import pkghealth
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import pkghealth
 
     folder = tmp_path_factory.mktemp("var-lib-kgn")
     monkeypatch.setattr(pkghealth, "VERIFY_CACHE", str(folder / "dpkg-verify.json"))

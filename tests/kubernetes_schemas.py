@@ -22,7 +22,7 @@ from pathlib import Path
 import jsonschema
 import kubernetes_validate
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import manifest_removed_apis
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.manifests import manifest_removed_apis
 from referencing import Registry
 from referencing.jsonschema import DRAFT7
 

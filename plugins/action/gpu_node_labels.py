@@ -1,12 +1,12 @@
 """Action of kgn.gpu_nodes.gpu_node_labels: a node the play's one read of the nodes (option nodes_read) shows with
 nothing to change is answered here, on the controller, with the module's own plan, words and facts
-(module_utils/labels_outcome.py); anything else (a patch to send, a node to refuse or report, no usable read, a
+(module_utils/labels/labels_outcome.py); anything else (a patch to send, a node to refuse or report, no usable read, a
 render) runs the module on the API host, which reads the node again itself."""
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels_outcome import unchanged_by_read
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels.labels_outcome import unchanged_by_read
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.run_report import plain
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_answer
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
 
 JUDGED = ("settings", "states", "api", "api_host", "pod_smoke")
 

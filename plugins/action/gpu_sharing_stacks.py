@@ -1,5 +1,5 @@
 """Action of kgn.gpu_nodes.gpu_sharing_stacks: the stacks planned once, on the controller, and the templates that plan
-chose rendered from it; the module then applies exactly that (module_utils/stacks.py finish_plan)."""
+chose rendered from it; the module then applies exactly that (module_utils/stacks/stacks.py finish_plan)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import stacks_plan
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.run_report import plain
 
 

@@ -13,18 +13,12 @@ from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import (
-    api,
-    checks,
-    contract,
-    dra,
-    isolation,
-    runtime,
-    stacks,
-    verify,
-)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import api, contract
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.inputs import whole_number
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import isolation, runtime
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import dra, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import checks, verify
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import wrap
 
 try:  # ansible-core 2.19+: a string read from a file is templated only once trusted as a template

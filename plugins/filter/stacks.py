@@ -1,8 +1,8 @@
-"""Filters over plugins/module_utils/stacks.py (documentation: the sidecar <filter>.yml files)."""
+"""Filters over plugins/module_utils/stacks/stacks.py (documentation: the sidecar <filter>.yml files)."""
 
 from __future__ import annotations
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks
 from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.filters import filter_module
 
 FilterModule = filter_module({

@@ -8,9 +8,13 @@ controller-side filter passes in the hosts' variables and the roles' argument sp
 
 from __future__ import annotations
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import inputs, isolation, mig, runtime, scheduler, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import inputs
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import DEFAULT_KUBECONFIG
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import isolation, runtime
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import (
     ALLOW_NEWER,
     KUBERNETES_SUPPORTED,

@@ -13,8 +13,10 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, labels, mig, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import labels
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import dra, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor, parse_version
 
 DRIVER_VERSION = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")

@@ -8,13 +8,13 @@ the node, so check mode, apply, render and verify run the same code, and a modul
 concern's code, not every planner's. A section lists what it had to assume in ``assumed``.
 """
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver.driver import driver_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import labels_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan import scheduler_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.toolkit import toolkit_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels.labels import labels_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime import runtime_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.toolkit import toolkit_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_plan import scheduler_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import stacks_plan
 
 SECTIONS = {
     "container_runtime": runtime_plan,

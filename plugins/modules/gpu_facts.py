@@ -126,8 +126,8 @@ gpus:
     pci_bus_id: {description: PCI address., type: str}
 """
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import FILES  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_state import installed  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver.driver import FILES  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver.driver_state import installed  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 

@@ -113,8 +113,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import node_list
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import labels_plan  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels_outcome import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels.labels import labels_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels.labels_outcome import (  # noqa: E402
     node_record,
     what_changed,
     words,

@@ -10,7 +10,7 @@ description:
     at (they record what they see live themselves, the facts C(kgn_state_<concern>)). Changes nothing; safe in
     check mode.
   - Its action plugin runs the module on the host, then judges on the controller, with the checks of
-    plugins/module_utils/checks_*.py (verify.verify_host), what the module read, the host's recorded states
+    plugins/module_utils/verify/checks_*.py (verify.verify_host), what the module read, the host's recorded states
     (O(states)) and its API server's answer (O(api), the k8s_read module's, read once per API server), and
     returns the host's report row (RV(row)), every check with its diagnosis, the verdict, and what the run changed
     and repaired there. Without O(settings) it returns only what the module read (RV(observed)).
@@ -152,9 +152,10 @@ import ssl  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host, smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke.smoke_live import (  # noqa: E402
     run_engine_smoke,
     run_isolation_probe,
 )

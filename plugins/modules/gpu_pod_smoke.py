@@ -7,8 +7,9 @@ module: gpu_pod_smoke
 short_description: Run one pod per stack on a GPU node through Kubernetes and say what it saw, or why it did not run
 description:
   - Runs on the host that runs kubectl for the node's cluster (its API host). For each of the node's GPU-sharing
-    stacks, creates one pod that asks for the stack's resource (from the stack catalog, module_utils/stacks.py, so a
-    new stack needs nothing here; a DRA claim template where the stack's smoke has one), pinned to the node through
+    stacks, creates one pod that asks for the stack's resource (from the stack catalog,
+    module_utils/stacks/stacks.py, so a new stack needs nothing here; a DRA claim template where the stack's smoke
+    has one), pinned to the node through
     the scheduler (nodeAffinity on metadata.name, so the scheduler, its extenders and a stack's own scheduler decide
     as for any pod).
   - Waits until each pod Succeeded or Failed, or cannot get further (an image that cannot be pulled; on a node
@@ -148,11 +149,11 @@ deleted:
   type: bool
 """
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import CLIENT_ARGS, Kubectl  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_pod_live import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke.smoke_pod_live import (  # noqa: E402
     run_pod_smoke,
     run_pod_smokes,
 )

@@ -138,7 +138,6 @@ import os  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_objects  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.dra import served_groups  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noqa: E402
     CLIENT_ARGS,
@@ -146,7 +145,8 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import (  # noq
     first_line,
     not_served,
 )
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.dra import served_groups  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import (  # noqa: E402
     MANAGED_BY,
     advertising_nvidia_gpu,
     finish_plan,

@@ -19,7 +19,7 @@ description:
   - The container (a fixed name) is removed afterwards, also on failure, and a leftover of an interrupted run is
     removed first. The image is pulled when missing (not in check mode).
   - Returns a status (ok, no_gpu, failed, skipped) with the cause when it fails (runtime not found, nothing injected,
-    driver/library mismatch, image missing, ...), decided by the project's smoke code (module_utils/smoke.py).
+    driver/library mismatch, image missing, ...), decided by the project's smoke code (module_utils/smoke/smoke.py).
   - Check mode starts no container (skipped); the module never changes the node's configuration.
 options:
   engine:
@@ -97,10 +97,10 @@ cleanup:
   type: dict
 """
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.host import NodeModule  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke_live import run_engine_smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import smoke  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke.smoke_live import run_engine_smoke  # noqa: E402
 
 
 def main() -> None:

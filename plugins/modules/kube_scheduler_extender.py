@@ -179,10 +179,10 @@ import urllib.request  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_patch import (  # noqa: E402
     systemd_exec_start_files,
 )
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_plan import (  # noqa: E402
     PROXY_MODE_URL,
     restart_manifest,
     scheduler_health_url,

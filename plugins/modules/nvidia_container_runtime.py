@@ -174,18 +174,12 @@ import os  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import (  # noqa: E402
-    cdi,
-    change,
-    devices,
-    host,
-    isolation,
-    runtime,
-)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime_plan  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime_live import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi, devices, isolation, runtime  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime import runtime_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime_live import (  # noqa: E402
     binary_state,
     cdi_state,
     containerd_import_texts,

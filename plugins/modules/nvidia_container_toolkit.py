@@ -128,10 +128,12 @@ import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, pkghealth, toolkit  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import pkghealth  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.toolkit import toolkit_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import toolkit  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.toolkit import toolkit_plan  # noqa: E402
 
 CONCERN = "nvidia_container_toolkit"
 APT_LOCKED = re.compile(r"Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock|"

@@ -261,11 +261,12 @@ import os  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, devices, host, pkghealth  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state as state  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as gpu_smi  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver_state as state  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import pkghealth  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver.driver import (  # noqa: E402
     EXISTING,
     FILES,
     INITRAMFS_PATHS,
@@ -281,6 +282,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import (  # n
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.gpu import gather as gather_gpus  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import nvidia_upstream_version  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import devices  # noqa: E402
 
 INPUTS = ("source", "existing", "branch", "version", "kernel_module", "hold", "allow_upgrade", "install_recommends",
           "debian_mirror", "debian_security_mirror", "ubuntu_mirror", "ubuntu_security_mirror", "cuda_repo_base_url",
@@ -707,8 +709,8 @@ class Run:
 
     def package_health(self):
         """A dpkg interrupted under the driver's packages: finished and put back at the versions dpkg recorded
-        (module_utils/pkghealth.py, shared with nvidia_container_toolkit); another package's breakage is named and
-        left to the administrator. Each step is said (actions) before it runs."""
+        (module_utils/driver/pkghealth.py, shared with nvidia_container_toolkit); another package's breakage is named
+        and left to the administrator. Each step is said (actions) before it runs."""
         names = [n for n in dict.fromkeys(self.plan["packages"] + list(self.observed["packages"].get("stack") or []))
                  if n]
         dpkg = pkghealth.read(self.module, "deb", names)

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Apply a MIG layout to the GPUs of a node: read, plan (module_utils/mig.py), change in order, check live."""
+"""Apply a MIG layout to the GPUs of a node: read, plan (module_utils/mig/mig.py), change in order, check live."""
 
 DOCUMENTATION = r"""
 ---
@@ -110,9 +110,10 @@ commands:
 import os  # noqa: E402
 import shlex  # noqa: E402
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host, mig  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig  # noqa: E402
 
 MUTATING = ("-mig", "--gpu-reset", "-cgi", "-cci", "-dci", "-dgi")
 

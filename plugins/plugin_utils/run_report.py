@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import time
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import report, verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import report
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.kube import kube_api
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
 
 # The register of the verify role's task on each host (roles/gpu_node_verify/tasks/main.yml).
 VERIFIED = "__gpu_node_verify_result"

@@ -203,7 +203,7 @@ def _files(out: Path, host: str) -> list:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rendered_config_is_the_filter_document_and_passes_its_strict_schema(rendered, version):
     hosts, out = rendered
-    scheduler, stacks = _load("scheduler"), _load("stacks")
+    scheduler, stacks = _load("scheduler.scheduler"), _load("stacks.stacks")
     variant = scheduler.scheduler_variant(version)
     style = hosts[f"cp-{version}"]["kube_scheduler_style"]
     kubeconfig = "/etc/kubernetes/scheduler.conf" if style == "kubeadm" else "/etc/kubernetes/kube-scheduler.kubeconfig"
@@ -219,7 +219,7 @@ def test_rendered_config_is_the_filter_document_and_passes_its_strict_schema(ren
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rendered_patch_sets_the_variant_flag_once(rendered, version):
     hosts, out = rendered
-    variant = _load("scheduler").scheduler_variant(version)
+    variant = _load("scheduler.scheduler").scheduler_variant(version)
     flag = f"{variant['flag']}={variant['path']}"
     other = "--config" if variant["flag"] == "--policy-config-file" else "--policy-config-file"
     host_dir = out / f"cp-{version}"
@@ -304,7 +304,7 @@ def test_every_rendered_static_pod_is_valid_for_its_kubernetes_version(rendered)
 @pytest.mark.parametrize("minor", range(KUBERNETES_SUPPORTED[0][1], KUBERNETES_SUPPORTED[1][1] + 1))
 def test_the_patched_kubeadm_manifest_of_every_minor_is_valid_for_it(minor):
     """Every minor, not only VERSIONS: the plan from kubeadm's own manifest, patched, without Ansible."""
-    scheduler_plan = _load("scheduler_plan")
+    scheduler_plan = _load("scheduler.scheduler_plan")
     version = f"1.{minor}.0"
     plan = scheduler_plan.scheduler_plan({"kubernetes_version": version, "style": "kubeadm", "stacks": ["gpushare"],
                                           "node_ip": NODE_IP}, {})

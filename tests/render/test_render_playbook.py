@@ -14,7 +14,7 @@ from pathlib import Path
 import kubernetes_schemas
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import isolation
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import isolation
 from playbook_runner import render_ok, run_playbook
 
 TOP = Path(__file__).resolve().parents[2]
@@ -159,7 +159,7 @@ def test_render_plans_the_mig_layout_from_the_gpus_the_last_run_recorded(tmp_pat
     """render.yml renders every role of a GPU node, MIG included: its plan (commands, not files) from the GPUs
     the last run recorded (kgn_observed_nvidia_mig, here the H100 capture's GPUs); a node with none recorded is
     refused as a run there would refuse it."""
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig
 
     xml = (TOP / "tests/unit/modules/fixtures/nvidia-h100-80gb-hbm3-580/nvidia-smi-q-x.xml").read_text()
     observed = {"gpus": mig.parse_query_xml(xml), "gis": [], "cis": [], "offered": None}

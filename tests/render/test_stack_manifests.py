@@ -22,8 +22,8 @@ from kubernetes_schemas import NEWEST, check_objects
 from playbook_runner import render_ok, run_playbook
 
 TOP = Path(__file__).resolve().parents[2]
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import manifest_objects  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import MANAGED_BY, STACK_LABEL  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.manifests import manifest_objects  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import MANAGED_BY, STACK_LABEL  # noqa: E402
 
 VERSIONS = ["1.16.15", "1.20.15", "1.22.17", "1.24.17", "1.27.16", "1.30.4", NEWEST]
 
@@ -223,7 +223,7 @@ def test_gpushare_device_plugin_uses_gib_and_mps_only_when_asked(rendered):
 
 
 def test_gpushare_service_matches_the_scheduler_extender_url(rendered):
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_extenders
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import stack_extenders
 
     service = _by_kind(rendered, "k1-30-4-dp-v011-gs-mps", "Service", "gpushare-schd-extender")
     node_port = service["spec"]["ports"][0]["nodePort"]
@@ -294,7 +294,7 @@ def _in_cluster_scheduler_schema(name: str = "v1") -> dict:
 ])
 def test_managed_control_plane_gets_a_second_scheduler_with_the_extender(rendered, version, config, stack,
                                                                          namespace, image):
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import stack_catalog
 
     host = f"k{version.replace('.', '-')}-{config}"
     service = stack_catalog([stack])[stack]["service"]
@@ -361,7 +361,7 @@ def test_hami_manifests_parse_with_the_expected_kinds(rendered, version):
 
 @pytest.mark.parametrize("version", HAMI_VERSIONS)
 def test_hamis_scheduler_config_is_the_variant_its_kubernetes_version_reads(rendered, version):
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_variant
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler import scheduler_variant
 
     host = f"k{version.replace('.', '-')}-hami"
     variant = scheduler_variant(version)

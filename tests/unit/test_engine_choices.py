@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract, runtime
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import contract
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime
 from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_container_runtime as container_runtime
 
 ROOT = Path(__file__).resolve().parents[2]

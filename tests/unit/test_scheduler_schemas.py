@@ -23,9 +23,9 @@ SCHEMAS = ROOT / "tests" / "schemas" / "kube-scheduler"
 REFERENCE_FILES = SCHEMAS / "reference-clusters"
 G = "kubescheduler.config.k8s.io"
 
-import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler as kgn_scheduler  # noqa: E402
+import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler as kgn_scheduler  # noqa: E402
 import kube_scheduler_schemas  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler_api  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_api  # noqa: E402
 
 # which schema file must validate the document of each minor (docs/versions.md A2b)
 SCHEMA_FOR_MINOR = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED
 
 STANDIN = Path(__file__).resolve().parents[2] / "lab" / "standins" / "kube-scheduler"

@@ -26,16 +26,26 @@ PACKAGE = "ansible_collections.kgn.gpu_nodes.plugins"
 
 
 def _module_utils_imported(path: Path) -> set:
-    """Names of this collection's module_utils files that PATH imports."""
+    """This collection's module_utils files that PATH imports, as paths under module_utils without ".py"
+    (``runtime/cdi``; a package's ``__init__`` too: it is shipped and run with its modules)."""
+    base = PLUGINS / "module_utils"
+    prefix = f"{PACKAGE}.module_utils"
+
+    def found(*parts):
+        name = "/".join(parts)
+        if (base / f"{name}.py").is_file():
+            return {name} | ({f"{parts[0]}/__init__"} if len(parts) > 1 else set())
+        return {f"{name}/__init__"} if (base / name).is_dir() else set()
+
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == f"{PACKAGE}.module_utils":
-                names |= {alias.name for alias in node.names}
-            elif node.module.startswith(f"{PACKAGE}.module_utils."):
-                names.add(node.module.split(".")[5])
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[:5] == prefix.split("."):
+            parts = node.module.split(".")[5:]
+            names |= found(*parts) if parts else set()
+            for alias in node.names:
+                names |= found(*parts, alias.name)
         elif isinstance(node, ast.Import):
-            names |= {a.name.split(".")[5] for a in node.names if a.name.startswith(f"{PACKAGE}.module_utils.")}
+            names |= {n for a in node.names if a.name.startswith(f"{prefix}.") for n in found(*a.name.split(".")[5:])}
     return names
 
 
@@ -184,7 +194,8 @@ def problems(path: Path, root: Path = ROOT) -> list:
 def test_the_target_side_is_what_the_modules_import():
     names = {p.relative_to(PLUGINS).as_posix() for p in TARGET}
     assert "modules/nvidia_driver.py" in names
-    assert {"module_utils/driver.py", "module_utils/_tomli.py", "module_utils/_tomli_w.py"} <= names
+    assert {"module_utils/driver/driver.py", "module_utils/runtime/_tomli.py",
+            "module_utils/runtime/_tomli_w.py"} <= names
 
 
 def test_target_side_code_is_python_3_6():
@@ -279,7 +290,8 @@ def test_target_side_code_compiles_and_imports_under_python_3_6(tmp_path):
             (package / "__init__.py").touch()
         tmp_path.joinpath(*parts[:-1], parts[-1] + ".py").write_text(
             "".join(f"class {name}(object):\n    pass\n" for name in sorted(names)))
-    names = [f"{PACKAGE}.{p.parent.name}.{p.stem}" for p in TARGET]
+    names = [".".join([PACKAGE, *p.relative_to(PLUGINS).with_suffix("").parts]).removesuffix(".__init__")
+             for p in TARGET]
     imported = subprocess.run([interpreter, "-c", IMPORT_ALL, *names], capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"},
                               cwd=tmp_path, check=False)
@@ -300,4 +312,4 @@ def _closure(path: Path) -> set:
 def test_a_module_ships_its_own_concern_not_every_planner(module):
     # Ansible sends a module with every module_utils file it imports, and the node compiles them on every call;
     # plan.py (every section planner) and the controller's verify and contract are for the controller only.
-    assert _closure(module) & {"plan", "verify", "contract"} == set()
+    assert _closure(module) & {"plan", "verify/verify", "contract"} == set()

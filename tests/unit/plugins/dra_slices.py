@@ -1,6 +1,6 @@
 """ResourceSlices as NVIDIA's DRA kubelet plugin (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1, commit 764900e7)
 publishes them for a node, built from that node's nvidia-smi captures. Test support only: the project never builds
-slices, it checks the ones the driver publishes (plugins/module_utils/dra.py).
+slices, it checks the ones the driver publishes (plugins/module_utils/stacks/dra.py).
 
 How the driver builds them (files of the driver at that commit):
   cmd/gpu-kubelet-plugin/driver.go publishResources: one pool named after the node, one slice holding every
@@ -29,7 +29,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 H100 = FIXTURES / "nvidia-h100-80gb-hbm3-580"

@@ -7,8 +7,8 @@ import pathlib
 
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi
 
 FIXTURES = pathlib.Path(__file__).parents[1] / "fixtures" / "h100-cdi"
 UUID = "GPU-00000000-0000-0000-0000-000000000000"

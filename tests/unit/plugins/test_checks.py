@@ -1,5 +1,5 @@
-"""The registered checks (plugins/module_utils/checks_*.py) and the causes registered with them, run and diagnosed
-as verify does (checks.run_checks, checks.diagnose, checks.verdict).
+"""The registered checks (plugins/module_utils/verify/checks_*.py) and the causes registered with them, run and
+diagnosed as verify does (checks.run_checks, checks.diagnose, checks.verdict).
 
 Each fault is an observation a node really shows in that state (what verify.verify_observed builds from the
 gpu_node_verify module's reads, the recorded states and the API); the test asserts the check that fails and the
@@ -12,9 +12,9 @@ import copy
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks as c
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import checks as c
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
 
 GPU_OK = {
     "present": True,
@@ -679,7 +679,7 @@ H100 = Path(__file__).resolve().parents[1] / "fixtures" / "h100-cdi"
 
 
 def cdi_rows(**over):
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi
 
     text = (H100 / "nvidia-ctk-cdi-generate-default.json").read_text()
     spec = cdi.parse_spec(text)

@@ -1,4 +1,4 @@
-"""The DRA checks of verify (plugins/module_utils/checks_dra.py) and the report's DRA column, judged the way the
+"""The DRA checks of verify (plugins/module_utils/verify/checks_dra.py) and the report's DRA column, judged the way the
 gpu_node_verify action judges a host (verify.verify_host): the k8s_read answer of the API server, the node's
 recorded states and the gpu_node_verify module's probe. The node is the captured H100 (tests/unit/fixtures/
 nvidia-h100-80gb-hbm3-580); its ResourceSlice is what NVIDIA's DRA kubelet plugin v0.4.1 publishes for it
@@ -10,7 +10,9 @@ import copy
 
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks_dra, dra, gpu, verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import dra
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import checks_dra, verify
 from conftest import ROOT
 from dra_slices import H100, h100
 

@@ -4,8 +4,8 @@ file and what it sets (not "config.toml was rewritten"); without such a file the
 from __future__ import annotations
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import diagnose, run_checks
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_expected, verify_observed
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify.checks import diagnose, run_checks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify.verify import verify_expected, verify_observed
 
 PROBE = {"gpu_node": True, "control_plane": False, "pci_devices": [], "modules": {"nvidia": False, "nouveau": False},
          "secure_boot": None, "device_plugin": {"dir": "/var/lib/kubelet/device-plugins", "sockets": []},

@@ -1,6 +1,6 @@
-"""NVIDIA's DRA driver (plugins/module_utils/dra.py): the resource.k8s.io version per Kubernetes minor and discovery,
-the refusals, the extended resource, the driver's feature gates, the claims per API version, the node switch, and
-the checks of what the kubelet plugin publishes, against ResourceSlices built from a real H100 capture."""
+"""NVIDIA's DRA driver (plugins/module_utils/stacks/dra.py): the resource.k8s.io version per Kubernetes minor and
+discovery, the refusals, the extended resource, the driver's feature gates, the claims per API version, the node
+switch, and the checks of what the kubelet plugin publishes, against ResourceSlices built from a real H100 capture."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import dra, gpu, stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import dra, stacks
 from dra_slices import H100, gpus_of, h100, quantity, semver
 
 H100_FACTS = gpu.parse_nvidia_smi_xml((H100 / "nvidia-smi-q-x.xml").read_text())

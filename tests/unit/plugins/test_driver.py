@@ -1,4 +1,4 @@
-"""The nvidia_driver planner (module_utils/driver.py) over the platform table, and the module's command
+"""The nvidia_driver planner (module_utils/driver/driver.py) over the platform table, and the module's command
 sequences (apt, dnf, runfile) with a fake AnsibleModule."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import os
 import time
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver as kd
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state as state
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu as smi
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver as kd
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver_state as state
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
 from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_driver as mod
@@ -923,7 +923,7 @@ def test_our_own_cuda_source_is_not_taken_for_a_foreign_one():
 
 
 def test_apt_an_interrupted_dpkg_of_the_driver_is_finished_first_and_said(quiet_node):
-    """The shared package-health repair (module_utils/pkghealth.py) runs before anything else apt does."""
+    """The shared package-health repair (module_utils/driver/pkghealth.py) runs before anything else apt does."""
     stack = {"nvidia-driver": BOOKWORM[0], "nvidia-smi": BOOKWORM[0]}
     fake = FakeModule({
         ("dpkg-query", "-W", "-f", "${db:Status-Abbrev}|${Package}|${Version}\n"): lambda f: (

@@ -1,5 +1,5 @@
-"""Branch and kernel module flavour choices (module_utils/driver_choice.py through driver.driver_plan), the
-driver and OS lifecycles (module_utils/lifecycle.py), and the per-kernel module plan (driver_kernels.py).
+"""Branch and kernel module flavour choices (module_utils/driver/driver_choice.py through driver.driver_plan), the
+driver and OS lifecycles (module_utils/driver/lifecycle.py), and the per-kernel module plan (driver_kernels.py).
 
 The date is fixed (2026-11-26): NVIDIA then supports R580 (LTSB, until August 2028) and R595 (PB, until March
 2027); R535 ended in June 2026 and R550 earlier (docs/driver-branches.md).
@@ -8,9 +8,9 @@ The date is fixed (2026-11-26): NVIDIA then supports R580 (LTSB, until August 20
 from __future__ import annotations
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver as kd
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import driver_state, lifecycle
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver_kernels import kernel_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver as kd
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver_state, lifecycle
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver.driver_kernels import kernel_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import driver_version_matches
 

@@ -4,10 +4,12 @@
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks as c
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import isolation, runtime, stacks, verify  # noqa: F401
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import toml_parse
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import isolation, runtime
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime import toml_parse
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import checks as c
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify  # noqa: F401
 
 # `nvidia-ctk config default` of toolkit 1.20.0 (captured, tests/unit/fixtures/nvidia-ctk-1.20.0)
 DEFAULT = (Path(__file__).parents[1] / "fixtures" / "nvidia-ctk-1.20.0" / "config-default.toml").read_text()
@@ -110,7 +112,7 @@ def test_the_check_compares_what_a_container_got_with_the_decision():
 
 
 def test_the_probe_pod_is_judged_by_what_it_got():
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import smoke_pod
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import smoke_pod
 
     log = ("kgn-smoke: nvidia-smi -L\nNVIDIA-SMI has failed\nkgn-smoke: rc 9\nkgn-smoke: dev\nnull\n"
            "kgn-smoke: proc\nkgn-smoke: env\nkgn-smoke: end\n")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import (
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels.labels import (
     MANAGED_ANNOTATION,
     kubelet_node_labels,
     labels_plan,
@@ -391,7 +391,7 @@ def test_labels_plan_refuses_malformed_input(inputs, observed, message):
 
 
 def test_the_runtime_mode_is_a_label_when_known():
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import labels as lab
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.labels import labels as lab
 
     plan = lab.labels_plan({"nodes": {"n1": {"runtime_mode": "cdi"}, "n2": {}}},
                            {"reachable": True, "nodes": {"n1": {"labels": {}}, "n2": {"labels": {

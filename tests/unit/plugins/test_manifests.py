@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.manifests import (
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.manifests import (
     CONTROL_PLANE,
     MASTER,
     device_plugin,

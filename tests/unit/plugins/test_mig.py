@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "modules" / "fixtures"
 

@@ -9,7 +9,7 @@ import jinja2
 import pytest
 import yaml
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import stacks_plan
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "roles" / "gpu_sharing_stacks" / "templates"
 

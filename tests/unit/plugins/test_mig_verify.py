@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks as c
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import mig, verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import report as r
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.mig import mig
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import checks as c
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
 from test_checks import NODE_EXPECTED, node
 
 GPUS = [{"index": i, "pci_bus_id": f"00000000:{i:02d}:00.0", "product_name": "NVIDIA A100-PCIE-40GB",

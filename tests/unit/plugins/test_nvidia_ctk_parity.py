@@ -12,7 +12,7 @@ import pathlib
 import tomllib
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import runtime
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime
 
 CTK = pathlib.Path(__file__).parents[1] / "fixtures" / "nvidia-ctk-1.20.0"
 DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"

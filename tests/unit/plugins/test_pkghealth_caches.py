@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import pkghealth
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import pkghealth
 
 
 class Node:

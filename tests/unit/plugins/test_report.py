@@ -7,10 +7,10 @@ import copy
 import json
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import checks as c
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import report as r
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import checks as c
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
 from test_checks import CP_EXPECTED, NODE_EXPECTED, SCHED_OK, node
 
 

@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
 FILTER_DIR = Path(__file__).resolve().parents[3] / "plugins" / "filter"
-import ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime as kr  # noqa: E402
+import ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime as kr  # noqa: E402
 
 # The CentOS 7 reference cluster's full daemon.json before nvidia was added (docs/field-notes.md).
 REFERENCE_DAEMON = {

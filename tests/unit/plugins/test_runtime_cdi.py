@@ -8,8 +8,8 @@ import pathlib
 import tomllib
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import runtime
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime
 
 CTK = pathlib.Path(__file__).parents[1] / "fixtures" / "nvidia-ctk-1.20.0"
 DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
@@ -243,7 +243,7 @@ def test_repairs_are_said_only_for_what_was_set_up_before():
 
 
 def test_why_a_spec_was_regenerated():
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils import cdi
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi
     current = (pathlib.Path(__file__).parents[1] / "fixtures" / "h100-cdi" / "nvidia-ctk-cdi-generate-uuid.json")
     current = current.read_text()
     stale = current.replace("580.159.04", "570.86.15")

@@ -10,8 +10,9 @@ crio.conf, then its drop-in folder in lexical order; dockerd takes flags from th
 from __future__ import annotations
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host, runtime, runtime_live
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime, runtime_live
 
 V3 = "io.containerd.cri.v1.runtime"
 V2 = "io.containerd.grpc.v1.cri"

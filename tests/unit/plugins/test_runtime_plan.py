@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import _tomli, runtime
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import _tomli, runtime
 
 INPUTS = {"engine": "auto", "kubernetes_version": "1.30.4", "set_default": True,
           "binary": "/usr/bin/nvidia-container-runtime", "docker_config": "/etc/docker/daemon.json",

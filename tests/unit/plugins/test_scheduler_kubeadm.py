@@ -4,7 +4,7 @@ per minor"); the render tests check each against the OpenAPI schema of its own v
 from __future__ import annotations
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_kubeadm import kubeadm_scheduler_pod
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_kubeadm import kubeadm_scheduler_pod
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED
 
 MINORS = range(KUBERNETES_SUPPORTED[0][1], KUBERNETES_SUPPORTED[1][1] + 1)  # every supported minor

@@ -1,7 +1,7 @@
 """Unit tests of the kube-scheduler patch filters (filter_plugins/kgn_scheduler_patch.py)."""
 
 
-import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch as patch
+import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_patch as patch
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 
@@ -148,7 +148,9 @@ def test_static_pod_refuses_what_is_not_a_pod():
 
 
 def test_the_files_that_set_execstart_are_named_in_systemds_order():
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import systemd_exec_start_files
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_patch import (
+        systemd_exec_start_files,
+    )
 
     files = [("/u", "[Service]\nExecStart=/bin/a\n"), ("/d/10.conf", "[Service]\nEnvironment=A=1\n"),
              ("/d/90.conf", "[Service]\nExecStart=\nExecStart=/bin/b \\\n  --x\n"),

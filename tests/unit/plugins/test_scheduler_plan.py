@@ -7,10 +7,11 @@ import json
 
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import scheduler, scheduler_plan, stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_plan import scheduler_health_url
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler, scheduler_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_plan import scheduler_health_url
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import KUBERNETES_SUPPORTED
 
 plan_of = scheduler_plan.scheduler_plan
@@ -139,7 +140,7 @@ def test_systemd_every_minor_rebuilds_execstart_in_our_drop_in(minor):
     assert parsed == gpushare(version, "/etc/kubernetes/kube-scheduler.kubeconfig")
     assert dropin["path"] == DROPIN and dropin["mode"] == "0644"
     assert plan["argv"] == [*KUBEASZ_ARGV, f"{variant['flag']}={variant['path']}"]
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler_patch import systemd_exec_start
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_patch import systemd_exec_start
 
     assert systemd_exec_start([unit_text(), dropin["content"]]) == plan["argv"]
     assert f"ExecStart rebuilt from {UNIT}\n" in dropin["content"]

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu, smoke, smoke_pod, smoke_pod_live, verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils import gpu
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stack_catalog
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.smoke import smoke, smoke_pod, smoke_pod_live
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import stack_catalog
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
 
 FIXTURES = Path(__file__).parent / "fixtures" / "smoke"
 H100_L = (FIXTURES / "h100-nvidia-smi-L.txt").read_text()

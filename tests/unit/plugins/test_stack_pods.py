@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
 
 NODE = "kgn-gpu-containerd"
 MANAGED = {"app.kubernetes.io/managed-by": "kube-gpu-nodes", "kube-gpu-nodes.io/stack": "nvidia_device_plugin"}

@@ -7,8 +7,11 @@ import re
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_config, scheduler_variant
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import (
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler import (
+    scheduler_config,
+    scheduler_variant,
+)
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import (
     STACKS,
     secondary_scheduler,
     stack_catalog,

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils import urls
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import pkghealth, toolkit
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import pkghealth
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import SECTIONS, host_plan
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import toolkit
 from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_container_toolkit as module_under_test
 
 NV = "https://nvidia.github.io"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils import verify
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_answer
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.checks import diagnose, run_checks
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify_expected, verify_observed
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify.checks import diagnose, run_checks
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify.verify import verify_expected, verify_observed
 from conftest import ROOT
 
 PROBE = {"gpu_node": True, "control_plane": False, "pci_devices": [], "modules": {"nvidia": False, "nouveau": False},
@@ -73,7 +73,7 @@ def test_no_recorded_state_is_said():
 def test_a_newer_minor_on_the_newest_known_variant_reaches_the_report():
     """kubernetes_version_allow_newer: the plan records it, the expectation carries it, the report's cell says it."""
     from ansible_collections.kgn.gpu_nodes.plugins.module_utils.report import _scheduler_cell
-    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_variant
+    from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler import scheduler_variant
 
     variant = scheduler_variant("1.38.1", True)
     plan = {"action": "configure", "health_url": "https://10.0.0.1:10259/healthz", "variant": variant,

@@ -26,7 +26,7 @@ def test_the_judged_inputs_leave_the_tasks_arguments_and_the_node_gets_only_its_
         return {"observed": {}}
 
     with mock.patch.object(action, "_execute_module", side_effect=module), \
-            mock.patch("ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify.verify_host") as judge:
+            mock.patch("ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify.verify.verify_host") as judge:
         judge.return_value = {"host": "gpu7"}
         result = action.run(task_vars={})
     assert not set(JUDGED) & set(task.dump_attrs()["args"]) and not set(JUDGED) & set(sent)
