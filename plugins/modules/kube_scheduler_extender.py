@@ -383,12 +383,12 @@ def _own_words(module, plan, since, offset):
     else:
         rc, out, _ = host.run(module, ["crictl", "ps", "-a", "--name", "kube-scheduler", "-q"], timeout=20)
         ids = (out or "").split() if rc == 0 else []
-        pod_logs = [path for path in glob.glob(POD_LOGS) if os.path.getmtime(path) >= since - 1]
+        pod_log = None if ids else _newest_pod_log(since)
         if ids:
             rc, out, err = host.run(module, ["crictl", "logs", "--tail", "40", ids[0]], timeout=20)
             lines = ((out or "") + (err or "")).splitlines()
-        elif pod_logs:
-            lines = _pod_log_lines(max(pod_logs, key=os.path.getmtime))
+        elif pod_log:
+            lines = _pod_log_lines(pod_log)
         elif os.path.isfile(STANDIN_LOG):
             with open(STANDIN_LOG, "rb") as handle:
                 handle.seek(offset)
@@ -396,10 +396,26 @@ def _own_words(module, plan, since, offset):
     return _error_lines(lines, fallback=False)
 
 
+def _newest_pod_log(since):
+    """The kubelet's log file of the scheduler container written last, when written since ``since``; None when none
+    was. The kubelet removes an old pod's folder when it replaces the pod: a file gone meanwhile is passed over."""
+    written = []
+    for path in glob.glob(POD_LOGS):
+        try:
+            written.append((os.path.getmtime(path), path))
+        except OSError:
+            continue
+    newest = max(written, default=None)
+    return newest[1] if newest and newest[0] >= since - 1 else None
+
+
 def _pod_log_lines(path, tail=40):
     """The last lines a container wrote, from the kubelet's CRI log file (each line "<time> <stream> <P|F> <text>")."""
-    with open(path, "rb") as handle:
-        lines = handle.read().decode("utf-8", "replace").splitlines()[-tail:]
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read().decode("utf-8", "replace").splitlines()[-tail:]
+    except OSError:  # removed with its pod since it was found
+        return []
     return [line.split(" ", 3)[3] if line.count(" ") >= 3 else line for line in lines]
 
 

@@ -82,3 +82,7 @@ def test_without_crictl_the_kubelets_log_file_of_the_newest_container_gives_the_
         'for version \\"v1beta1\\""']
     # nothing written since the change: no words (an older container's healthy log is not the cause)
     assert mod._own_words(None, plan, 3000, 0) == []
+    # a pod's folder the kubelet removed between the listing and the read is passed over
+    listed = mod.glob.glob(mod.POD_LOGS)
+    monkeypatch.setattr(mod.glob, "glob", lambda pattern: [*listed, str(tmp_path / "gone" / "0.log")])
+    assert mod._own_words(None, plan, 1500, 0)[0].startswith("E1129 00:01:00.2 1 run.go:72]")
