@@ -131,8 +131,37 @@ options:
         C(kgn_observed_container_runtime)); what is missing is assumed, and the assumptions are returned.
     type: dict
     default: {}
+  phase:
+    description:
+      - The step of the task the action plugin asks for (set by it; module_utils/runtime/runtime_steps.py). The plan
+        is made on the control machine, which reads and writes TOML with maintained libraries (tomllib, tomli-w),
+        between V(observe) (what the node runs and its files), V(read) (the files containerd's config imports,
+        O(paths)), V(migrate) (containerd's own migration of O(text)) and V(apply) (O(plan)).
+    type: str
+    choices: [observe, read, migrate, apply]
+    default: apply
+  paths:
+    description: For V(read), the files to read; a path with C(*) is expanded as containerd expands an import.
+    type: list
+    elements: str
+    default: []
+  text:
+    description: For V(migrate), a version 2 config.toml without its imports.
+    type: str
+  plan:
+    description: For V(apply), the runtime section of the host plan the action plugin made.
+    type: dict
+  judged:
+    description:
+      - For V(apply), what the action plugin judged from the observation (our containerd drop-in and whether
+        config.toml imports it, what the change puts back, the toolkit config's earlier answer to the variable).
+    type: dict
+    default: {}
 notes:
   - Check mode and diff mode tell what would change, including a restart the live engine needs.
+  - The node reads TOML only for the engine's answer after a restart (C(crio status config); C(containerd config dump)
+    where crictl is missing), with Python's tomllib (3.11 and later) or the OS package python3-tomli or python3-toml
+    (python36-toml from EPEL on EL 7); without one of them such a run is refused before it changes anything.
 author: kube-gpu-nodes
 """
 
@@ -171,25 +200,26 @@ runtime_mode:
 """
 
 import os  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.change import recorded  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi, devices, isolation, runtime  # noqa: E402
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime import runtime_plan  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi, devices, runtime, tomlio  # noqa: E402
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime_args import (  # noqa: E402
+    ARGUMENT_SPEC,
+    REQUIRED_TOGETHER,
+)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime_live import (  # noqa: E402
+    MAX_CONFIG_FILES,
     binary_state,
     cdi_state,
-    containerd_import_texts,
     crio_dropin_texts,
+    go_glob,
     live_state,
 )
 
-INPUTS = ("engine", "kubernetes_version", "set_default", "binary", "docker_config", "docker_runtime_path",
-          "docker_runtime_args", "containerd_config", "containerd_dropin", "crio_config", "crio_dropin", "mode",
-          "toolkit_version", "cdi_spec_path", "toolkit_config", "envvar_unprivileged", "stacks")
 REFRESH_UNIT_DIRS = ("/lib/systemd/system", "/usr/lib/systemd/system")
 
 
@@ -208,11 +238,9 @@ def observe(module, p):
         "files": {path: host.read(path) for path in paths if path},
         "cdi_refresh_unit": any(os.path.exists(f"{d}/{runtime.REFRESH_UNIT}") for d in REFRESH_UNIT_DIRS),
     }
-    # the engines' other files, where a file read after ours may set the default runtime (runtime_plan names it)
+    # the engines' other files, where a file read after ours may set the default runtime (runtime_plan names it;
+    # containerd's imports are followed by the action plugin, which reads TOML, with the read phase)
     files = observed["files"]
-    if versions["containerd"] and p["containerd_config"]:
-        for path, text in containerd_import_texts(p["containerd_config"], files.get(p["containerd_config"])).items():
-            files.setdefault(path, text)
     if versions["crio"] and p["crio_dropin"]:
         for path, text in crio_dropin_texts(os.path.dirname(p["crio_dropin"])).items():
             files.setdefault(path, text)
@@ -223,9 +251,6 @@ def observe(module, p):
     if versions["containerd"]:
         rc, out, _ = host.run(module, ["containerd", "config", "default"], timeout=20)
         observed["containerd_default"] = out if rc == 0 else None
-        text = observed["files"].get(p["containerd_config"])
-        if runtime.migration_needed(text, versions["containerd"]):
-            observed["containerd_migrated"] = migrate(module, text)
     rc, out, err = host.run(module, ["nvidia-ctk", "--version"], timeout=20)
     observed["toolkit_version"] = host.version_of(out + err) if rc == 0 else None
     rc, out, _ = host.run(module, ["nvidia-ctk", "config", "default"], timeout=20)
@@ -233,19 +258,37 @@ def observe(module, p):
     return observed
 
 
+def node_readers(module):
+    """What the engines' answers can be read with on this node: its TOML reader ("" when none), its Python and
+    crictl."""
+    return {"toml_reader": tomlio.reader(), "python": ".".join(str(n) for n in sys.version_info[:3]),
+            "crictl": bool(module.get_bin_path("crictl"))}
+
+
+def read_paths(paths):
+    """``{globs: {pattern: [paths]}, texts: {path: text or None}}`` for the files the action plugin names (a
+    containerd import with ``*`` expanded as containerd does: runtime_live.go_glob)."""
+    globs, texts = {}, {}
+    for path in paths:
+        matches = go_glob(path) if "*" in path else [path]
+        if "*" in path:
+            globs[path] = matches
+        for match in matches:
+            if len(texts) < MAX_CONFIG_FILES:
+                texts[match] = host.read(match)
+    return {"globs": globs, "texts": texts}
+
+
 def migrate(module, text):
-    """containerd's own migration of a version 2 config.toml (without its imports: `config migrate` would fold the
-    imported files in), or None when containerd refuses it."""
+    """containerd's own migration of a version 2 config.toml, ``text`` being the file without its imports (the
+    action plugin takes them out: `config migrate` would fold the imported files in), or None when containerd
+    refuses it."""
     fd, path = tempfile.mkstemp(prefix="kgn-containerd-", suffix=".toml")
     try:
-        config = runtime.toml_parse(text)
-        config.pop("imports", None)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(runtime.toml_emit(config))
+            handle.write(text)
         rc, out, _ = host.run(module, ["containerd", "--config", path, "config", "migrate"], timeout=30)
         return out if rc == 0 and out.strip() else None
-    except KgnError:
-        return None
     finally:
         os.unlink(path)
 
@@ -281,8 +324,8 @@ class Cdi:
     a decision the inventory changed (who may ask for GPUs by the variable) also into ``changes``, which the run's
     report prints."""
 
-    def __init__(self, module, plan):
-        self.module, self.plan = module, plan
+    def __init__(self, module, plan, envvar_was):
+        self.module, self.plan, self.envvar_was = module, plan, envvar_was
         self.done, self.repaired, self.problems, self.changes = [], [], [], []
         self.spec_todo, self.files_todo, self.unit_todo, self.why = [], [], [], []
 
@@ -324,10 +367,7 @@ class Cdi:
                         "their devices)")
                 # a decision that changed (kgn_gpu_envvar_unprivileged, the stacks) is done; the same one put back
                 # after the file drifted is a repair
-                try:
-                    was = runtime.toml_parse(before, toolkit_config).get(isolation.ENVVAR_KEY, True)
-                except KgnError:
-                    was = None
+                was = self.envvar_was
                 kept = was == (not refuse)
                 if wired_before and kept:
                     self.repaired.append(said)
@@ -352,14 +392,6 @@ class Cdi:
             rc, out, err = host.run(self.module, ["systemctl", "enable", "--now", unit], timeout=60)
             if rc != 0:
                 self.problems.append(f"systemctl enable --now {unit} failed: {(err or out).strip()[:300]}")
-
-
-def _dropin(p, plan, observed):
-    """Our containerd drop-in, and whether config.toml still imports it (what verify diagnoses)."""
-    path = p["containerd_dropin"] if any(f["path"] == p["containerd_dropin"] for f in plan["files"]) else ""
-    files = observed.get("files") or {}
-    return {"dropin": path, "dropin_orphaned": runtime.dropin_orphaned(files.get(p["containerd_config"]), path,
-                                                                       files.get(path))}
 
 
 def _binary(module, p, engine):
@@ -419,46 +451,29 @@ def _remove_stale(module, p, stale):
 
 
 def main():
-    module = host.NodeModule(
-        argument_spec={
-            "engine": {"type": "str", "default": "auto", "choices": ["auto", *runtime.RUNTIMES]},
-            "kubernetes_version": {"type": "str", "required": True},
-            "set_default": {"type": "bool", "default": True},
-            "binary": {"type": "path", "default": "/usr/bin/nvidia-container-runtime"},
-            "docker_config": {"type": "path", "default": "/etc/docker/daemon.json"},
-            "docker_runtime_path": {"type": "str", "default": "nvidia-container-runtime"},
-            "docker_runtime_args": {"type": "list", "elements": "str", "default": []},
-            "containerd_config": {"type": "path", "default": "/etc/containerd/config.toml"},
-            "containerd_dropin": {"type": "str", "default": "/etc/containerd/conf.d/99-nvidia.toml"},
-            "crio_config": {"type": "path", "default": "/etc/crio/crio.conf"},
-            "crio_dropin": {"type": "path", "default": "/etc/crio/crio.conf.d/99-nvidia.conf"},
-            "mode": {"type": "str", "default": "auto", "choices": list(runtime.MODES)},
-            "toolkit_version": {"type": "str", "default": "1.20.0"},
-            "cdi_spec_path": {"type": "path", "default": "/var/run/cdi/nvidia.json"},
-            "toolkit_config": {"type": "path", "default": "/etc/nvidia-container-runtime/config.toml"},
-            "envvar_unprivileged": {"type": "str", "default": "auto", "choices": list(isolation.POLICIES)},
-            "stacks": {"type": "list", "elements": "str", "default": []},
-            "dev_char_links": {"type": "bool", "default": True},
-            "health_timeout": {"type": "int", "default": 30},
-            "render_dir": {"type": "path"},
-            "render_host": {"type": "str"},
-            "observed": {"type": "dict", "default": {}},
-        },
-        required_together=[("render_dir", "render_host")],
-        supports_check_mode=True,
-    )
+    dispatch(host.NodeModule(argument_spec=ARGUMENT_SPEC, required_together=REQUIRED_TOGETHER,
+                             supports_check_mode=True))
+
+
+def dispatch(module):
+    """The phase the action plugin asks for (module_utils/runtime/runtime_steps.py)."""
+    p = module.params
+    if p["phase"] == "observe":
+        module.exit_json(changed=False, observed=observe(module, p), node=node_readers(module))
+    if p["phase"] == "read":
+        module.exit_json(changed=False, **read_paths(p["paths"]))
+    if p["phase"] == "migrate":
+        module.exit_json(changed=False, migrated=migrate(module, p["text"] or ""))
+    if not p["plan"]:
+        module.fail_json(msg="phase apply needs the plan the action plugin makes (run the module as a task: "
+                             "kgn.gpu_nodes.nvidia_container_runtime)")
     host.run_locked(module, "container_runtime", run)
 
 
 def run(module):
     p = module.params
-    inputs = {key: p[key] for key in INPUTS}
     rendering = bool(p["render_dir"])
-    observed = p["observed"] if rendering else observe(module, p)
-    try:
-        plan = runtime_plan(inputs, observed or {})
-    except KgnError as err:
-        module.fail_json(msg=f"{err}. Nothing was changed.", observed=observed)
+    observed, plan, judged = p["observed"], p["plan"], p["judged"]
     # a file of the node read after ours decides the default runtime: a run refuses it before any change
     refusal = runtime.default_refusal(plan)
     if refusal and rendering:
@@ -475,13 +490,13 @@ def run(module):
     todo = change.pending(plan["files"])
     stale = change.pending(plan["remove"])
     live = live_state(module, plan, p["set_default"])
-    live.update(_dropin(p, plan, observed))
+    live.update(dropin=judged["dropin"], dropin_orphaned=judged["dropin_orphaned"])
     if refusal and not module.check_mode:
         # before anything is written or restarted: a restart cannot make nvidia the default while that file wins,
         # so a change would only restart the engine, fail its check and restore the files (docs/versions.md, B3b)
         module.fail_json(msg=f"{refusal}. Nothing was changed.", plan=plan, live=live, observed=observed,
                          ansible_facts=recorded("container_runtime", observed, plan, live, False, False))
-    side = Cdi(module, plan)
+    side = Cdi(module, plan, judged["toolkit_envvar_was"])
     side.read()
     engine_due = bool(todo or stale or live["problems"] or guard["links"] or guard["rule"])
     due = engine_due or side.due
@@ -505,7 +520,7 @@ def run(module):
 
     # a live problem is a repair when the files were right; otherwise it is what this change sets up
     repaired = [p for p in live["problems"] if not todo or "not running" in p or "does not answer" in p]
-    repaired += runtime.file_repairs(plan, observed, live.get("dropin_orphaned"))
+    repaired += judged["file_repairs"]
     # the engine already had our files: what the CDI side finds missing was there before, so it is a repair
     wired_before = not todo
     started = time.time()
@@ -526,7 +541,7 @@ def run(module):
                              + (f" {plan['service']} said: {' | '.join(words)}" if words else ""),
                          plan=plan, observed=observed, diff=diff)
     live = live_state(module, plan, p["set_default"])
-    live.update(dropin=_dropin(p, plan, observed)["dropin"], dropin_orphaned=False)
+    live.update(dropin=judged["dropin"], dropin_orphaned=False)
     live["binary"] = _binary(module, p, plan["engine"])
     live["runtime_mode"] = plan["runtime_mode"]
     if plan["cdi"]:

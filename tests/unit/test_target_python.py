@@ -1,6 +1,5 @@
 """What runs on the nodes runs under Python 3.6: the modules (plugins/modules) and every module_utils file they
-import, directly or through another, vendored tomli and tomli-w included. CentOS 7 and Oracle Linux 7 nodes
-ship Python 3.6, which ansible-core 2.16 still manages (2.17 and later need 3.7+ on the node). Controller-side
+import, directly or through another. CentOS 7 and Oracle Linux 7 nodes ship Python 3.6, which ansible-core 2.16 still manages (2.17 and later need 3.7+ on the node). Controller-side
 code (filters, callbacks, plugin_utils, scripts, tests) may use newer Python.
 
 Always: the grammar of 3.6 (ast with feature_version: no walrus, positional-only parameters or f"{x=}"), no
@@ -194,8 +193,7 @@ def problems(path: Path, root: Path = ROOT) -> list:
 def test_the_target_side_is_what_the_modules_import():
     names = {p.relative_to(PLUGINS).as_posix() for p in TARGET}
     assert "modules/nvidia_driver.py" in names
-    assert {"module_utils/driver/driver.py", "module_utils/runtime/_tomli.py",
-            "module_utils/runtime/_tomli_w.py"} <= names
+    assert {"module_utils/driver/driver.py", "module_utils/runtime/tomlio.py"} <= names
 
 
 def test_target_side_code_is_python_3_6():

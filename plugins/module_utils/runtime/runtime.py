@@ -12,7 +12,7 @@ import posixpath
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, require_text, to_plain
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import _tomli, _tomli_w, isolation
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import isolation, tomlio
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_patch import (
     scheduler_flag_value,
     systemd_exec_start,
@@ -644,18 +644,18 @@ def crio_dropin(existing: object = None, runtime_path: str = DEFAULT_BINARY, set
 
 
 def toml_parse(text: object, path: str = "the file") -> dict:
-    """Parse TOML (the vendored tomli, so nodes before Python 3.11 parse alike); the error names ``path``.
-    Empty -> {}."""
+    """Parse TOML (module_utils/runtime/tomlio.py: tomllib, or the node's own package before Python 3.11); the
+    error names ``path``. Empty -> {}."""
     body = "" if text is None else require_text(str(text), path)
     try:
-        return _plain(_tomli.loads(body))
-    except _tomli.TOMLDecodeError as err:
+        return _plain(tomlio.loads(body))
+    except ValueError as err:
         raise KgnError(f"{path} is not valid TOML: {err}. It was left unchanged; fix it and run again") from None
 
 
 def toml_emit(data: object) -> str:
-    """Emit a mapping as TOML (the vendored tomli-w: the controller and the nodes write the same bytes)."""
-    return _tomli_w.dumps(_mapping(data, "toml_emit: the document"))
+    """Emit a mapping as TOML (tomli-w, on the control machine: plans are made there and nodes get the bytes)."""
+    return tomlio.dumps(_mapping(data, "toml_emit: the document"))
 
 
 # --- the runtime section of the host plan ----------------------------------------------------------
@@ -806,6 +806,42 @@ def file_repairs(plan: dict, observed: dict, orphaned: bool) -> list:
             said.append(f"{path}: default-runtime was {before.get('default-runtime') or 'unset'!r}, set back to "
                         f"{after['default-runtime']!r}")
     return said
+
+
+def judged(plan: dict, observed: dict, inputs: dict) -> dict:
+    """What the module applying ``plan`` takes from the observation already judged (on the control machine, where
+    TOML is read): ``dropin`` our containerd drop-in ("" when the plan has none), ``dropin_orphaned`` whether
+    config.toml no longer imports it, ``file_repairs`` what the change puts back, ``toolkit_envvar_was`` whether
+    the toolkit's config let unprivileged containers ask for GPUs by the variable (None when unread)."""
+    files = observed.get("files") or {}
+    config, path = inputs["containerd_config"], inputs["containerd_dropin"]
+    dropin = path if any(f["path"] == path for f in plan["files"]) else ""
+    orphaned = dropin_orphaned(files.get(config), dropin, files.get(dropin))
+    was = None
+    toolkit = plan.get("toolkit_files") or []
+    if toolkit and files.get(toolkit[0]["path"]) is not None:
+        try:
+            was = toml_parse(files[toolkit[0]["path"]], toolkit[0]["path"]).get(isolation.ENVVAR_KEY, True)
+        except KgnError:
+            was = None
+    return {"dropin": dropin, "dropin_orphaned": orphaned, "file_repairs": file_repairs(plan, observed, orphaned),
+            "toolkit_envvar_was": was}
+
+
+def toml_refusal(plan: dict, node: object) -> str:
+    """Why a run cannot check the engine it would restart ("" when it can): the engine answers in TOML (``crio
+    status config``; ``containerd config dump`` where crictl is missing) and ``node`` (what the module found:
+    ``toml_reader``, ``python``, ``crictl``) has no TOML reader, so the health check after the restart could not
+    tell a working engine from a broken one."""
+    if not isinstance(node, dict) or node.get("toml_reader"):
+        return ""
+    engine = plan["engine"]
+    if engine == "crio" or (engine == "containerd" and not node.get("crictl")):
+        answer = "crio status config" if engine == "crio" else "containerd config dump, as crictl is not installed"
+        return (f"{engine}'s answer after a restart is TOML ({answer}), and "
+                f"{tomlio.no_reader_words(str(node.get('python') or '?'))}"
+                + (" or crictl" if engine == "containerd" else ""))
+    return ""
 
 
 def dropin_orphaned(config_text: object, dropin_path: str, dropin_text: object) -> bool:

@@ -12,10 +12,9 @@ import os
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import cdi, tomlio
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime import (
     NVIDIA_RUNTIME,
-    containerd_imports,
     toml_parse,
 )
 
@@ -68,6 +67,8 @@ def _containerd_live(module, plan):
     if rc == 0:
         try:
             cri = toml_parse(out, "containerd config dump").get("plugins", {}).get(plan["cri_plugin"], {})
+        except tomlio.NoReader as err:
+            live["unread"] = f"containerd config dump: {err}, or crictl"
         except KgnError:
             cri = {}
     section = cri.get("containerd", {}) if isinstance(cri, dict) else {}
@@ -85,15 +86,21 @@ def _crio_live(module):
     if rc != 0:
         return {"answered": False, "error": (err or out or "no answer").strip()[:300], "default_runtime": "",
                 "runtimes": []}
+    unread = ""
     try:
         runtime = toml_parse(out, "crio status config").get("crio", {}).get("runtime", {})
+    except tomlio.NoReader as err:
+        runtime, unread = {}, f"crio status config: {err}"
     except KgnError:
         runtime = {}
     # CRI-O has CDI on with no switch; the folders it scans are in its runtime table
-    return {"answered": True, "error": "", "default_runtime": runtime.get("default_runtime", ""),
+    live = {"answered": True, "error": "", "default_runtime": runtime.get("default_runtime", ""),
             "runtimes": sorted((runtime.get("runtimes") or {}).keys()),
             "cdi": {"enabled": True, "spec_dirs": list(runtime.get("cdi_spec_dirs") or []),
                     "source": "crio status config"}}
+    if unread:
+        live["unread"] = unread
+    return live
 
 
 def live_state(module, plan, set_default=True):
@@ -118,6 +125,8 @@ def live_state(module, plan, set_default=True):
         problems.append(f"{plan['service']} is not running ({unit['state']})")
     elif not live["answered"]:
         problems.append(f"{engine} does not answer ({live['error']})")
+    elif live.get("unread"):
+        problems.append(f"{engine} answers, but its answer was not read ({live['unread']})")
     else:
         if NVIDIA_RUNTIME not in live["runtimes"]:
             problems.append(f"{engine} has no nvidia runtime (runtimes: {', '.join(live['runtimes']) or 'none'})")
@@ -150,26 +159,6 @@ def go_glob(pattern):
         else:
             found = [os.path.join(folder, part) for folder in found]
     return [path for path in found if os.path.lexists(path)]
-
-
-def containerd_import_texts(config_path, text):
-    """``{path: text or None}`` of every file containerd's config imports, imports of imports too, as containerd
-    resolves them (runtime.containerd_imports, globs expanded here on the node); the main config itself is not in
-    it. A file that does not parse brings no imports."""
-    files, queue, seen = {}, [(config_path, text)], {config_path}
-    while queue:
-        path, body = queue.pop(0)
-        try:
-            imports = toml_parse(body, path).get("imports") if body is not None else None
-        except KgnError:
-            continue
-        for child, _ in containerd_imports(path, imports, go_glob):
-            if child in seen or len(seen) > MAX_CONFIG_FILES:
-                continue
-            seen.add(child)
-            files[child] = host.read(child)
-            queue.append((child, files[child]))
-    return files
 
 
 def crio_dropin_texts(folder):

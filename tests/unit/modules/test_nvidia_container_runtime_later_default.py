@@ -1,8 +1,9 @@
 """nvidia_container_runtime with a file of the node, read after ours, that sets the default runtime back to runc.
 
-The module runs (observe, plan, live state) against a node in tmp_path with its commands answered by a fake: it must
-refuse before it writes or restarts anything, name the file, keep the user's file as it is, and record the live state
-(``default_set_by``) that verify diagnoses. In check mode it says the same as a warning and records it."""
+The task runs as its action plugin runs it (observe, plan on the control machine's side, apply with the live state)
+against a node in tmp_path with its commands answered by a fake: it must refuse before it writes or restarts anything,
+name the file, keep the user's file as it is, and record the live state (``default_set_by``) that verify diagnoses. In
+check mode it says the same as a warning and records it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import change, host
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime_steps
 from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_container_runtime as mod
 
 V3 = "io.containerd.cri.v1.runtime"
@@ -40,6 +42,25 @@ class FakeModule:
 
     def from_json(self, text):
         return json.loads(text)
+
+
+def task(module):
+    """The task as the action plugin runs it (runtime_steps.run): each step a call of the module; ends like the
+    module, with Ended."""
+    def step(phase, **extra):
+        one = FakeModule({**module.params, "phase": phase, "paths": [], "text": None, "plan": None, "judged": {},
+                          **extra}, module.check_mode)
+        one.warnings = module.warnings
+        try:
+            mod.dispatch(one)
+        except Ended as ended:
+            if ended.how == "failed":
+                raise runtime_steps.StepFailed({**ended.result, "failed": True}) from None
+            return ended.result
+        raise AssertionError(f"phase {phase} did not end")
+
+    result = runtime_steps.run(module.params, step, module.check_mode)
+    raise Ended("failed" if result.get("failed") else "exited", result)
 
 
 @pytest.fixture
@@ -94,7 +115,7 @@ def node(tmp_path, monkeypatch):
 def test_the_run_refuses_before_writing_or_restarting_and_names_the_file(node):
     module = FakeModule(node["params"])
     with pytest.raises(Ended) as ended:
-        mod.run(module)
+        task(module)
     assert ended.value.how == "failed"
     result = ended.value.result
     user = f"{node['etc']}/containerd/conf.d/zz-runc.toml"
@@ -119,7 +140,7 @@ def test_the_run_refuses_before_writing_or_restarting_and_names_the_file(node):
 def test_check_mode_records_the_file_and_warns_that_a_run_would_refuse(node):
     module = FakeModule(node["params"], check_mode=True)
     with pytest.raises(Ended) as ended:
-        mod.run(module)
+        task(module)
     assert ended.value.how == "exited"
     state = ended.value.result["ansible_facts"]["kgn_state_container_runtime"]
     assert state["live"]["default_set_by"]["path"] == f"{node['etc']}/containerd/conf.d/zz-runc.toml"
@@ -131,7 +152,7 @@ def test_without_the_later_file_the_run_goes_on_to_change_the_node(node):
     os.unlink(f"{node['etc']}/containerd/conf.d/zz-runc.toml")
     module = FakeModule(node["params"])
     with pytest.raises(AssertionError, match="nothing may be written"):
-        mod.run(module)  # it reaches the change (here refused by the test's fake)
+        task(module)  # it reaches the change (here refused by the test's fake)
 
 
 def test_a_render_from_an_observation_with_the_later_file_refuses_too(node, tmp_path):
@@ -141,7 +162,7 @@ def test_a_render_from_an_observation_with_the_later_file_refuses_too(node, tmp_
     module = FakeModule({**node["params"], "render_dir": str(tmp_path / "rendered"), "render_host": "n1",
                          "observed": observed})
     with pytest.raises(Ended) as ended:
-        mod.run(module)
+        task(module)
     assert ended.value.how == "failed" and ended.value.result["msg"].endswith(". Nothing was rendered.")
     assert f"{etc}/containerd/conf.d/zz-runc.toml sets" in ended.value.result["msg"]
     assert not (tmp_path / "rendered").exists()

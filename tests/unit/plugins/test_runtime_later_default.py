@@ -1,18 +1,19 @@
 """A config file of the node read after ours that sets the default runtime (runtime.runtime_plan ``default_set_by``).
 
 The node is a folder: real containerd, CRI-O and docker files are written under tmp_path, read the way the
-nvidia_container_runtime module reads them (runtime_live: containerd's imports with their globs, CRI-O's drop-in
-folder), and planned. The file that wins is the last one that sets the default, in the engine's own order: containerd
-reads config.toml, then each import in order (a glob's files sorted), then the imports of those files; CRI-O reads
-crio.conf, then its drop-in folder in lexical order; dockerd takes flags from the ExecStart systemd runs.
-"""
+nvidia_container_runtime module and its action plugin read them (runtime_steps: containerd's imports, globs expanded on
+the node; runtime_live: CRI-O's drop-in folder), and planned. The file that wins is the last one that sets the default,
+in the engine's own order: containerd reads config.toml, then each import in order (a glob's files sorted), then the
+imports of those files; CRI-O reads crio.conf, then its drop-in folder in lexical order; dockerd takes flags from the
+ExecStart systemd runs."""
 
 from __future__ import annotations
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import host
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime, runtime_live
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime, runtime_live, runtime_steps
+from ansible_collections.kgn.gpu_nodes.plugins.modules.nvidia_container_runtime import read_paths
 
 V3 = "io.containerd.cri.v1.runtime"
 V2 = "io.containerd.grpc.v1.cri"
@@ -59,7 +60,7 @@ class Node:
         files = {path: host.read(path) for path in paths}
         config = self.inputs["containerd_config"]
         if versions.get("containerd"):
-            for path, text in runtime_live.containerd_import_texts(config, files[config]).items():
+            for path, text in runtime_steps.containerd_import_texts(config, files[config], read_paths).items():
                 files.setdefault(path, text)
         if versions.get("crio"):
             for path, text in runtime_live.crio_dropin_texts(f"{self.etc}/crio/crio.conf.d").items():
@@ -215,7 +216,7 @@ def test_the_module_reads_every_imported_file_once_even_in_a_cycle(node):
         "containerd/b.toml": "version = 3\n",
     })
     config = node.inputs["containerd_config"]
-    texts = runtime_live.containerd_import_texts(config, host.read(config))
+    texts = runtime_steps.containerd_import_texts(config, host.read(config), read_paths)
     assert texts == {node.path("containerd/a.toml"): host.read(node.path("containerd/a.toml")),
                      node.path("containerd/b.toml"): "version = 3\n",
                      node.path("containerd/gone.toml"): None}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import _tomli, runtime
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime
 
 INPUTS = {"engine": "auto", "kubernetes_version": "1.30.4", "set_default": True,
           "binary": "/usr/bin/nvidia-container-runtime", "docker_config": "/etc/docker/daemon.json",
@@ -41,7 +42,7 @@ def test_a_switch_back_to_docker_removes_our_containerd_dropin_and_its_import():
     assert result["engine"] == "docker"
     removed = {r["path"]: r for r in result["remove"]}
     assert removed[DROPIN]["content"] is None and removed[DROPIN]["service"] == "containerd"
-    kept = _tomli.loads(removed[INPUTS["containerd_config"]]["content"])
+    kept = tomllib.loads(removed[INPUTS["containerd_config"]]["content"])
     assert kept["imports"] == ["/etc/containerd/other.toml"]
     assert result["files"][0]["validate"] == ["dockerd", "--validate", "--config-file=%s"]
 
