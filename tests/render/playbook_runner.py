@@ -41,29 +41,19 @@ def render_ok(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-RENDER_PLAY = """
-- name: Render {role}
+PLAY = """
+- name: Render {{role}}
   hosts: all
   gather_facts: false
   tasks:
     - name: Render the role
       ansible.builtin.include_role:
-        name: {role}
-      vars:
-        {role}_render_dir: "{{{{ render_dir }}}}"
+        name: {{role}}
+{how}
 """
-
+RENDER_PLAY = PLAY.format(how='      vars:\n        {role}_render_dir: "{{{{ render_dir }}}}"')
 # roles that still have a separate render entry point
-OLD_RENDER_PLAY = """
-- name: Render {role}
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Render the role
-      ansible.builtin.include_role:
-        name: {role}
-        tasks_from: render
-"""
+OLD_RENDER_PLAY = PLAY.format(how="        tasks_from: render")
 
 
 def render_role(work: Path, role: str, inventory: dict | str) -> Path:

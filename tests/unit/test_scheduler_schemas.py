@@ -26,6 +26,7 @@ G = "kubescheduler.config.k8s.io"
 import ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler as kgn_scheduler  # noqa: E402
 import kube_scheduler_schemas  # noqa: E402
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler_api  # noqa: E402
+from reference_extenders import gpushare  # noqa: E402
 
 # which schema file must validate the document of each minor (docs/versions.md A2b)
 SCHEMA_FOR_MINOR = {
@@ -36,15 +37,7 @@ SCHEMA_FOR_MINOR = {
     24: "v1beta3.json",
     **{m: "v1.json" for m in range(25, 38)},
 }
-GPUSHARE = {
-    "url_prefix": "http://192.168.233.101:32766/gpushare-scheduler",
-    "filter_verb": "filter",
-    "bind_verb": "bind",
-    "enable_https": False,
-    "node_cache_capable": True,
-    "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
-    "ignorable": False,
-}
+GPUSHARE = gpushare()
 
 
 @functools.cache

@@ -1,6 +1,7 @@
-"""What runs on the nodes runs under Python 3.6: the modules (plugins/modules) and every module_utils file they
-import, directly or through another. CentOS 7 and Oracle Linux 7 nodes ship Python 3.6, which ansible-core 2.16 still manages (2.17 and later need 3.7+ on the node). Controller-side
-code (filters, callbacks, plugin_utils, scripts, tests) may use newer Python.
+"""What runs on the nodes runs under Python 3.6: the modules (plugins/modules) and every module_utils file they import,
+directly or through another. CentOS 7 and Oracle Linux 7 nodes ship Python 3.6, which ansible-core 2.16 still manages
+(2.17 and later need 3.7+ on the node). Controller-side code (filters, callbacks, plugin_utils, scripts, tests) may
+use newer Python.
 
 Always: the grammar of 3.6 (ast with feature_version: no walrus, positional-only parameters or f"{x=}"), no
 `from __future__ import annotations`, no annotation that Python evaluates when the module loads and 3.6 cannot

@@ -37,24 +37,26 @@ def test_layout_is_live(host):
     assert [gi["name"] for gi in gpu1["gis"]] == ["7g.40gb"]
 
 
+def _refused_without_change(host, refusal, log, before, after):
+    """The refusal's text; the stand-in's log shows only reads, and the GPUs' state after is the state before."""
+    text = host.file(log).content_string
+    assert "nvidia-smi -q -x" in text and not _mutating(text)
+    assert json.loads(host.file(before).content_string) == json.loads(host.file(after).content_string)
+    return host.file(refusal).content_string
+
+
 def test_misfit_layout_refused_without_change(host):
-    refusal = host.file("/root/refusal.txt").content_string
+    refusal = _refused_without_change(host, "/root/refusal.txt", "/root/refusal.log",
+                                      "/root/state-before-refusal.json", "/root/state-after-refusal.json")
     assert "GPU 0 (NVIDIA A100-PCIE-40GB): profiles 4g.20gb, 3g.20gb, 1g.5gb do not fit one A100-40GB GPU" in refusal
     assert "what fits: 4g.20gb, 3g.20gb (no room left)" in refusal
-    log = host.file("/root/refusal.log").content_string
-    assert "nvidia-smi -q -x" in log and not _mutating(log)
-    before = host.file("/root/state-before-refusal.json").content_string
-    assert json.loads(before) == json.loads(host.file("/root/state-after-refusal.json").content_string)
 
 
 def test_busy_gpu_refused_without_change(host):
-    refusal = host.file("/root/busy-refusal.txt").content_string
+    refusal = _refused_without_change(host, "/root/busy-refusal.txt", "/var/log/kgn-lab/nvidia-smi.log",
+                                      "/root/state-before-busy.json", "/var/lib/kgn-lab/nvidia-smi/state.json")
     assert "GPU 0 runs processes (pid 4242) and a MIG change needs idle GPUs" in refusal
     assert "Nothing was changed" in refusal
-    log = host.file("/var/log/kgn-lab/nvidia-smi.log").content_string
-    assert "nvidia-smi -q -x" in log and not _mutating(log)
-    before = json.loads(host.file("/root/state-before-busy.json").content_string)
-    assert before == json.loads(host.file("/var/lib/kgn-lab/nvidia-smi/state.json").content_string)
 
 
 def test_check_mode_predicts_with_a_diff_and_changes_nothing(host):

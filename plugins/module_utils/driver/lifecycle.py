@@ -19,6 +19,7 @@ import re
 # with Ubuntu Pro, Red Hat ELS, Oracle Extended Support), "" when nothing. Dates as the vendors publish
 # them, collected in endoflife.date's products/<name>.md (commit a70eca33, 2026-08-22), which cites each
 # vendor page named in "source".
+REBUILD_RELEASES = {"8": ("2029-05-31", "", ""), "9": ("2032-05-31", "", ""), "10": ("2035-05-31", "", "")}
 OS_RELEASES = {
     "debian": {
         "name": "Debian",
@@ -51,20 +52,11 @@ OS_RELEASES = {
         # CentOS Linux has no current release: its users moved to CentOS Stream, RHEL and its rebuilds
         "successors": "none (CentOS Linux ended; RHEL, Rocky Linux and AlmaLinux 9 and 10 carry on)",
     },
-    "rocky": {
-        "name": "Rocky Linux",
-        "source": "https://wiki.rockylinux.org/rocky/version/",
-        "releases": {"8": ("2029-05-31", "", ""),
-                     "9": ("2032-05-31", "", ""),
-                     "10": ("2035-05-31", "", "")},
-    },
-    "almalinux": {
-        "name": "AlmaLinux",
-        "source": "https://wiki.almalinux.org/release-notes/",
-        "releases": {"8": ("2029-05-31", "", ""),
-                     "9": ("2032-05-31", "", ""),
-                     "10": ("2035-05-31", "", "")},
-    },
+    # the rebuilds of RHEL end each release with RHEL's standard support, and sell no extended support of their own
+    "rocky": {"name": "Rocky Linux", "source": "https://wiki.rockylinux.org/rocky/version/",
+              "releases": REBUILD_RELEASES},
+    "almalinux": {"name": "AlmaLinux", "source": "https://wiki.almalinux.org/release-notes/",
+                  "releases": REBUILD_RELEASES},
     "ol": {
         "name": "Oracle Linux",
         "source": "https://www.oracle.com/a/ocom/docs/elsp-lifetime-069338.pdf",

@@ -8,6 +8,7 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kgn.gpu_nodes.plugins.filter.scheduler import FilterModule
+from reference_extenders import gpushare
 
 FILTERS = FilterModule().filters()
 variant = FILTERS["scheduler_variant"]
@@ -63,20 +64,6 @@ POLICY_REFERENCE = json.loads("""{
 "extenders": [{"urlPrefix": "http://127.0.0.1:32766/gpushare-scheduler", "filterVerb": "filter",
   "bindVerb": "bind", "enableHttps": false, "nodeCacheCapable": true,
   "managedResources": [{"name": "aliyun.com/gpu-mem", "ignoredByScheduler": false}], "ignorable": false}]}""")
-
-
-def gpushare(url="http://192.168.233.101:32766/gpushare-scheduler", **extra):
-    """The gpushare extender in the neutral form, with the reference clusters' values."""
-    return {
-        "url_prefix": url,
-        "filter_verb": "filter",
-        "bind_verb": "bind",
-        "enable_https": False,
-        "node_cache_capable": True,
-        "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
-        "ignorable": False,
-        **extra,
-    }
 
 
 def nano(url="http://10.0.0.5:39999/scheduler"):

@@ -22,6 +22,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks.stacks import
     stack_service_urls,
     stacks_plan,
 )
+from reference_extenders import gpushare
 
 URLS = {
     "gpushare": "http://127.0.0.1:32766",
@@ -32,17 +33,7 @@ URLS = {
 
 def test_gpushare_extender_matches_the_reference_policy():
     # the gpushare design and kubeasz 1.23 reference clusters (docs/field-notes.md)
-    assert stack_extenders(["gpushare"], URLS) == [
-        {
-            "url_prefix": "http://127.0.0.1:32766/gpushare-scheduler",
-            "filter_verb": "filter",
-            "bind_verb": "bind",
-            "enable_https": False,
-            "node_cache_capable": True,
-            "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
-            "ignorable": False,
-        }
-    ]
+    assert stack_extenders(["gpushare"], URLS) == [gpushare("http://127.0.0.1:32766/gpushare-scheduler")]
 
 
 def test_nano_gpu_extender_has_prioritize_and_weight_as_in_the_superedge_reference_cluster():
