@@ -7,19 +7,9 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import api_answer
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.verify import verify
+from ansible_collections.kgn.gpu_nodes.plugins.plugin_utils.run_report import plain
 
 JUDGED = ("settings", "states", "api", "api_host", "pod_smoke")
-
-
-def _plain(value):
-    """Templated task arguments as plain Python data (2.19 tags them)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 class ActionModule(ActionBase):
@@ -31,7 +21,7 @@ class ActionModule(ActionBase):
         # to the controller with every result, and these grow with the fleet (the API's answer and the pod smoke's
         # results of every node), which made the controller's memory and time grow with the square of it.
         args = self._task.args
-        judge = {key: _plain(args.pop(key, None)) for key in JUDGED}
+        judge = {key: plain(args.pop(key, None)) for key in JUDGED}  # 2.19 tags templated values
         settings = judge["settings"]
         if settings is not None:
             try:

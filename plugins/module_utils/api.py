@@ -181,14 +181,21 @@ def api_objects(answer: object) -> list:
     return found
 
 
-def _parsed(answer: object, what: str) -> dict:
+def json_answer(answer: object, what: str, key: str, kind: str) -> dict:
+    """An API answer (text or parsed) whose ``key`` is a list, as a mapping; a KgnError names ``what`` answered
+    otherwise (``kind``: what the answer should have been)."""
     if isinstance(answer, str):
         try:
             answer = json.loads(answer)
         except ValueError as exc:
             raise KgnError(f"{what} did not answer with JSON ({exc}): {answer[:200]!r}") from None
-    if not isinstance(answer, dict) or not isinstance(answer.get("items"), list):
-        raise KgnError(f"{what} did not answer with a list of objects (no 'items')")
+    if not isinstance(answer, dict) or not isinstance(answer.get(key), list):
+        raise KgnError(f"{what} did not answer with {kind} (no '{key}')")
+    return answer
+
+
+def _parsed(answer: object, what: str) -> dict:
+    answer = json_answer(answer, what, "items", "a list of objects")
     for item in answer["items"]:
         if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict) or "name" not in item["metadata"]:
             raise KgnError(f"{what} answered with an object that has no metadata.name")

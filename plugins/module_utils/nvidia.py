@@ -503,17 +503,21 @@ def nvidia_gfd_labels(gpu_facts: object) -> dict:
     )
     driver = gpu_facts.get("driver_version")
     if driver:
-        d_major, d_minor, d_rev = _driver_tuple(driver, name)
-        labels["nvidia.com/cuda.driver-version.major"] = str(d_major)
-        labels["nvidia.com/cuda.driver-version.minor"] = str(d_minor)
-        labels["nvidia.com/cuda.driver-version.revision"] = f"{d_rev:02d}"
-        labels["nvidia.com/cuda.driver-version.full"] = str(driver)
+        labels.update(_version_labels("driver", _driver_tuple(driver, name), str(driver)))
     cuda = gpu_facts.get("cuda_version")
     if cuda:
         c_major, c_minor, _ = _cuda_tuple(cuda, name)
-        labels["nvidia.com/cuda.runtime-version.major"] = str(c_major)
-        labels["nvidia.com/cuda.runtime-version.minor"] = str(c_minor)
-        labels["nvidia.com/cuda.runtime-version.full"] = f"{c_major}.{c_minor}"
+        labels.update(_version_labels("runtime", (c_major, c_minor), f"{c_major}.{c_minor}"))
+    return labels
+
+
+def _version_labels(kind: str, parts: tuple, full: str) -> dict:
+    """GFD's ``nvidia.com/cuda.<kind>-version.*`` labels: major, minor, the revision (two digits; the driver's only)
+    and the full version."""
+    names = ("major", "minor", "revision")
+    labels = {f"nvidia.com/cuda.{kind}-version.{n}": f"{p:02d}" if n == "revision" else str(p)
+              for n, p in zip(names, parts)}
+    labels[f"nvidia.com/cuda.{kind}-version.full"] = full
     return labels
 
 

@@ -40,3 +40,11 @@ def require_text(text: str, what: str) -> str:
         raise KgnError(f"{what} is not UTF-8 text (character {position + 1} is a byte that is not text: damaged?); "
                        "it was left as it is: fix or restore it and run again")
     return text
+
+
+def require_bool(value: object, what: str) -> bool:
+    """``value`` when it is true or false; otherwise KgnError naming ``what`` (a role input given "yes" as text, or
+    a number, is refused rather than guessed)."""
+    if not isinstance(value, bool):
+        raise KgnError(f"{what} must be true or false, got {value!r}")
+    return value

@@ -19,6 +19,7 @@ import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils import nvidia
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import require_bool
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import stacks as stack_catalog
 
 MANAGED_ANNOTATION = "kube-gpu-nodes.io/managed-labels"
@@ -301,8 +302,7 @@ def _node_settings(host, settings):
         raise KgnError(f"{host}: gpu_node_labels_node_name must be the Kubernetes node name (a string), "
                        f"got {merged['node_name']!r}")
     for key in ("gpushare_mps", "require_gpu", "overwrite_foreign"):
-        if not isinstance(merged[key], bool):
-            raise KgnError(f"{host}: gpu_node_labels setting {key} must be true or false, got {merged[key]!r}")
+        require_bool(merged[key], f"{host}: gpu_node_labels setting {key}")
     if merged["sharing"] not in SHARING_MODES:
         raise KgnError(f"{host}: the device plugin sharing mode is {merged['sharing']!r}; accepted: "
                        f"{', '.join(SHARING_MODES)}")

@@ -12,7 +12,7 @@ Shared code in ``module_utils/``: ``scheduler_extender.py`` (the neutral extende
 """
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, to_plain
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, require_bool, to_plain
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler_api import (
     GROUP,
     POLICY_LAST_MINOR,
@@ -59,8 +59,7 @@ def _fail(message: str) -> KgnError:
 
 def _minor(kubernetes_version: object, filter_name: str, allow_newer: object = False) -> int:
     """Return the 1.x minor of a supported Kubernetes version, or raise KgnError."""
-    if not isinstance(allow_newer, bool):
-        raise KgnError(f"{filter_name}: allow_newer ({ALLOW_NEWER}) must be true or false, got {allow_newer!r}")
+    require_bool(allow_newer, f"{filter_name}: allow_newer ({ALLOW_NEWER})")
     return kubernetes_minor(kubernetes_version, f"{filter_name}: the Kubernetes version", allow_newer=allow_newer)
 
 

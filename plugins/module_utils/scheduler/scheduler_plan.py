@@ -31,7 +31,12 @@ import posixpath
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import NotPlainError, require_text, to_plain
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import (
+    NotPlainError,
+    require_bool,
+    require_text,
+    to_plain,
+)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler.scheduler import (
     CONFIG_PATH,
     POLICY_PATH,
@@ -210,9 +215,7 @@ def _inputs(inputs: object) -> dict:
     if merged["kube_proxy_mode"] not in PROXY_MODES:
         raise KgnError(f"kube_scheduler_extender_kube_proxy_mode is {merged['kube_proxy_mode']!r}; choose one of "
                        f"{', '.join(PROXY_MODES)}")
-    if not isinstance(merged["allow_newer"], bool):
-        raise KgnError(f"kube_scheduler_extender_allow_newer (kubernetes_version_allow_newer) must be true or false, "
-                       f"got {merged['allow_newer']!r}")
+    require_bool(merged["allow_newer"], "kube_scheduler_extender_allow_newer (kubernetes_version_allow_newer)")
     if not isinstance(merged["extra_extenders"], list):
         raise KgnError("kube_scheduler_extender_extra_extenders must be a list of extenders in the neutral form")
     merged["kubernetes_version"] = str(merged["kubernetes_version"] or "").strip()

@@ -58,6 +58,7 @@ spec.extendedResourceName behind the DRAExtendedResource gate, alpha in 1.34, be
 
 import re
 
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.api import json_answer
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.version import kubernetes_minor
 
@@ -219,15 +220,7 @@ def resource_api(kubernetes_version, served=None, override=""):
 def served_groups(answer):
     """``{group: [versions]}`` of the API server's ``/apis`` discovery document (an APIGroupList, text or parsed).
     The one place that reads discovery's shape; k8s_manifests fetches the document."""
-    import json
-
-    if isinstance(answer, str):
-        try:
-            answer = json.loads(answer)
-        except ValueError as err:
-            raise KgnError(f"the API server's /apis did not answer JSON ({err})") from None
-    if not isinstance(answer, dict) or not isinstance(answer.get("groups"), list):
-        raise KgnError("the API server's /apis did not answer with an APIGroupList (no groups)")
+    answer = json_answer(answer, "the API server's /apis", "groups", "an APIGroupList")
     served = {}
     for group in answer["groups"]:
         if not isinstance(group, dict) or not group.get("name"):
@@ -370,6 +363,15 @@ def _sample_name(text):
     return re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
 
 
+def _shared_gpu_sample(api_version, name, what, prefix, sharing):
+    """A sample whose two containers share one GPU (``sharing``: the GpuConfig's strategy and its settings)."""
+    request = f"{prefix}-gpu"
+    return {"name": name, "what": what,
+            "claim_spec": {"devices": {"requests": [device_request(api_version, request, "gpu.nvidia.com")],
+                                       "config": [_opaque([request], "GpuConfig", sharing)]}},
+            "containers": [{"name": f"{prefix}-ctr{i}", "request": request} for i in (0, 1)]}
+
+
 def sample_claims(api_version, gates=None, mig=None, extended=None):
     """The sample ResourceClaimTemplates and the pods that use them, as data the samples template renders:
     ``{claims: [{name, what, claim_spec, containers: [{name, request}]}], extended_pod}``.
@@ -396,21 +398,13 @@ def sample_claims(api_version, gates=None, mig=None, extended=None):
                         "claim_spec": {"devices": {"requests": [device_request(api_version, "mig", "mig.nvidia.com")]}},
                         "containers": [{"name": "ctr", "request": "mig"}]})
     if effective.get("TimeSlicingSettings"):
-        samples.append({
-            "name": "dra-time-slicing", "what": "one GPU time-sliced between two containers (GpuConfig TimeSlicing)",
-            "claim_spec": {"devices": {
-                "requests": [device_request(api_version, "ts-gpu", "gpu.nvidia.com")],
-                "config": [_opaque(["ts-gpu"], "GpuConfig",
-                                   {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}})]}},
-            "containers": [{"name": "ts-ctr0", "request": "ts-gpu"}, {"name": "ts-ctr1", "request": "ts-gpu"}]})
+        samples.append(_shared_gpu_sample(
+            api_version, "dra-time-slicing", "one GPU time-sliced between two containers (GpuConfig TimeSlicing)",
+            "ts", {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}))
     if effective.get("MPSSupport"):
-        samples.append({
-            "name": "dra-mps", "what": "one GPU shared by two containers through MPS (GpuConfig MPS)",
-            "claim_spec": {"devices": {
-                "requests": [device_request(api_version, "mps-gpu", "gpu.nvidia.com")],
-                "config": [_opaque(["mps-gpu"], "GpuConfig",
-                                   {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}})]}},
-            "containers": [{"name": "mps-ctr0", "request": "mps-gpu"}, {"name": "mps-ctr1", "request": "mps-gpu"}]})
+        samples.append(_shared_gpu_sample(
+            api_version, "dra-mps", "one GPU shared by two containers through MPS (GpuConfig MPS)",
+            "mps", {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}}))
     extended_pod = bool((extended or {}).get("enabled"))
     return {"claims": samples, "extended_pod": extended_pod}
 

@@ -44,6 +44,7 @@ import json
 import re
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
+from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plain import require_bool
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import isolation
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.scheduler import scheduler
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.stacks import dra, hami, manifests
@@ -69,6 +70,18 @@ _EXTENDER_KEYS = (
 # A new stack is one entry here plus its templates (and, if it brings its own kind of object, a check).
 ANY_PLUGIN_SOCKET = r"(?!kubelet\.sock$).+\.sock"
 
+
+def _extender(path, managed, prioritize):
+    """A stack's extender entry: at ``path`` of its Service, given the pods that ask for the ``managed`` resources to
+    filter and bind (it caches nodes, and a pod waits when it does not answer); one that ``prioritize``s scores the
+    nodes too, with weight 1."""
+    return {"path": path, "filter_verb": "filter", "prioritize_verb": "priorities" if prioritize else "",
+            "preempt_verb": "", "bind_verb": "bind", "weight": 1 if prioritize else 0, "http_timeout": 0,
+            "node_cache_capable": True,
+            "managed_resources": [{"name": name, "ignored_by_scheduler": False} for name in managed],
+            "ignorable": False}
+
+
 _CATALOG = {
     "nvidia_device_plugin": {
         "description": "NVIDIA k8s-device-plugin: whole GPUs, optionally time-sliced or MPS-shared",
@@ -90,18 +103,7 @@ _CATALOG = {
         "resources": ["aliyun.com/gpu-mem", "aliyun.com/gpu-count"],
         "node_labels": {"gpushare": "true"},
         "claims_whole_gpus": True,
-        "extender": {
-            "path": "/gpushare-scheduler",
-            "filter_verb": "filter",
-            "prioritize_verb": "",
-            "preempt_verb": "",
-            "bind_verb": "bind",
-            "weight": 0,
-            "http_timeout": 0,
-            "node_cache_capable": True,
-            "managed_resources": [{"name": "aliyun.com/gpu-mem", "ignored_by_scheduler": False}],
-            "ignorable": False,
-        },
+        "extender": _extender("/gpushare-scheduler", ["aliyun.com/gpu-mem"], prioritize=False),
         "service": {"name": "gpushare-schd-extender", "port": 12345, "node_port": 32766},
         # 1 unit of GPU memory (GiB with the field notes' --memory-unit=GiB); the device plugin hands the amount in as
         # ALIYUN_COM_GPU_MEM_CONTAINER (gpushare-device-plugin pkg/gpu/nvidia/allocate.go, commit 0f2eade8)
@@ -118,18 +120,7 @@ _CATALOG = {
         # that chose the stack, in the style of gpushare=true.
         "node_labels": {"nano-gpu": "true"},
         "claims_whole_gpus": True,
-        "extender": {
-            "path": "/scheduler",
-            "filter_verb": "filter",
-            "prioritize_verb": "priorities",
-            "preempt_verb": "",
-            "bind_verb": "bind",
-            "weight": 1,
-            "http_timeout": 0,
-            "node_cache_capable": True,
-            "managed_resources": [{"name": "nano-gpu/gpu-percent", "ignored_by_scheduler": False}],
-            "ignorable": False,
-        },
+        "extender": _extender("/scheduler", ["nano-gpu/gpu-percent"], prioritize=True),
         # node_port is this project's choice (upstream uses a ClusterIP Service) so that a
         # kube-scheduler on the host network can reach it at 127.0.0.1 like gpushare.
         "service": {"name": "nano-gpu-scheduler", "port": 39999, "node_port": 32765},
@@ -143,21 +134,7 @@ _CATALOG = {
         "resources": ["elasticgpu.io/gpu-core", "elasticgpu.io/gpu-memory"],
         "node_labels": {"gpu-node": "true"},
         "claims_whole_gpus": True,
-        "extender": {
-            "path": "/scheduler",
-            "filter_verb": "filter",
-            "prioritize_verb": "priorities",
-            "preempt_verb": "",
-            "bind_verb": "bind",
-            "weight": 1,
-            "http_timeout": 0,
-            "node_cache_capable": True,
-            "managed_resources": [
-                {"name": "elasticgpu.io/gpu-memory", "ignored_by_scheduler": False},
-                {"name": "elasticgpu.io/gpu-core", "ignored_by_scheduler": False},
-            ],
-            "ignorable": False,
-        },
+        "extender": _extender("/scheduler", ["elasticgpu.io/gpu-memory", "elasticgpu.io/gpu-core"], prioritize=True),
         "service": {"name": "elastic-gpu-scheduler", "port": 39999, "node_port": 32764},
         # the agent hands its GPU in as a device node of its own and env GPU=<id>, with NVIDIA_VISIBLE_DEVICES=none
         # (elastic-gpu-agent pkg/plugins/gpushare.go, commit 294dd56f): the log proves GPU is set
@@ -566,8 +543,7 @@ def _stack_inputs(inputs):
     if not isinstance(merged["images"], dict):
         raise KgnError(f"gpu_sharing_stacks_images must be a mapping component -> image, got {merged['images']!r}")
     for key in ("gpushare_mps", "samples", "allow_newer"):
-        if not isinstance(merged[key], bool):
-            raise KgnError(f"stacks_plan: {key} must be true or false, got {merged[key]!r}")
+        require_bool(merged[key], f"stacks_plan: {key}")
     if isinstance(merged["replicas"], str) and merged["replicas"].isdigit():
         merged["replicas"] = int(merged["replicas"])  # ansible-core 2.16 templates "{{ n | int }}" in a mapping to "4"
     if isinstance(merged["replicas"], bool) or not isinstance(merged["replicas"], int):

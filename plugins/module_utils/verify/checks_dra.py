@@ -265,6 +265,8 @@ def dra_resourceslices(seen, want, done):
               **evidence)
 
 
+CLASS_SOURCE = ("deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml of NVIDIA's DRA driver "
+                + dra.RELEASE)
 CLASS_CAUSES = [
     _not_served_cause("classes"),
     cause("dra_classes_missing", when={"missing": {"nonempty": True}},
@@ -272,15 +274,13 @@ CLASS_CAUSES = [
                 "in the control plane's gpu_sharing_stacks), or were deleted",
           fix="add nvidia_dra to the control plane's gpu_sharing_stacks and run playbooks/gpu_sharing_stacks.yml (it "
               "re-applies what was deleted)",
-          source="deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml of NVIDIA's DRA driver "
-                 + dra.RELEASE),
+          source=CLASS_SOURCE),
     cause("dra_classes_changed", fallback=True,
           cause="a DeviceClass selects other devices than the release's CEL selector: it was edited, or applied by "
                 "another installer (the upstream chart of another release)",
           fix="run playbooks/gpu_sharing_stacks.yml (it re-applies the release's DeviceClasses); remove the other "
               "installer's release first if there is one",
-          source="deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml of NVIDIA's DRA driver "
-                 + dra.RELEASE),
+          source=CLASS_SOURCE),
 ]
 
 

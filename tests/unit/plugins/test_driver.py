@@ -13,6 +13,7 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.plan import host_plan
 from ansible_collections.kgn.gpu_nodes.plugins.modules import nvidia_driver as mod
+from os_releases import OS
 
 INPUTS = {
     "source": "distro", "branch": "535", "version": "", "kernel_module": "proprietary", "hold": True,
@@ -23,18 +24,6 @@ INPUTS = {
     "cuda_repo_key_rpm": "", "runfile_url": "", "runfile_path": "", "runfile_extra_args": [],
     "kernel_headers": True, "blacklist_nouveau": True, "initramfs_rebuild": True, "persistenced_start": True,
     "secure_boot_policy": "fail",
-}
-OS = {
-    "Debian-12": {"id": "debian", "version_id": "12"},
-    "Debian-13": {"id": "debian", "version_id": "13"},
-    "Ubuntu-20": {"id": "ubuntu", "version_id": "20.04", "id_like": "debian"},
-    "Ubuntu-22": {"id": "ubuntu", "version_id": "22.04", "id_like": "debian"},
-    "Ubuntu-24": {"id": "ubuntu", "version_id": "24.04", "id_like": "debian"},
-    "Ubuntu-26": {"id": "ubuntu", "version_id": "26.04", "id_like": "debian"},
-    "RedHat-7": {"id": "ol", "version_id": "7.9", "id_like": "fedora"},
-    "RedHat-8": {"id": "rocky", "version_id": "8.10", "id_like": "rhel centos fedora"},
-    "RedHat-9": {"id": "rhel", "version_id": "9.4", "id_like": "fedora"},
-    "RedHat-10": {"id": "almalinux", "version_id": "10.0", "id_like": "rhel centos fedora"},
 }
 BOOKWORM = ["535.309.01-0+deb12u1", "535.261.03-1"]
 STOCK_BOOKWORM = {"/etc/apt/sources.list": (

@@ -13,19 +13,12 @@ from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver import driver
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.driver.driver_kernels import kernel_plan
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.nvidia import driver_version_matches
+from os_releases import OS
 
 TODAY = "2026-11-26"
 INPUTS = {"source": "distro", "branch": "auto", "version": "", "kernel_module": "auto", "hold": True,
           "kernel_headers": True, "cuda_repo_base_url": "https://developer.download.nvidia.com/compute/cuda/repos",
           "today": TODAY}
-OS = {
-    "Debian 12": {"id": "debian", "version_id": "12"},
-    "Debian 13": {"id": "debian", "version_id": "13"},
-    "Ubuntu 24.04": {"id": "ubuntu", "version_id": "24.04", "id_like": "debian"},
-    "Ubuntu 26.04": {"id": "ubuntu", "version_id": "26.04", "id_like": "debian"},
-    "Rocky 10": {"id": "rocky", "version_id": "10.0", "id_like": "rhel centos fedora"},
-    "CentOS 7": {"id": "centos", "version_id": "7", "id_like": "rhel fedora"},
-}
 GPUS = {"T4": "Tesla T4", "V100": "Tesla V100-SXM2-16GB", "A100": "NVIDIA A100-SXM4-80GB",
         "H100": "NVIDIA H100 80GB HBM3", "B200": "NVIDIA B200"}
 
@@ -38,21 +31,21 @@ def choose(os_name, gpus, source="distro", **inputs):
 # (OS, source, GPU) -> (branch, flavour): the newest branch NVIDIA supports that the source offers and that
 # drives the GPU; open from R560 for Turing and newer, proprietary before Turing.
 CHOICES = [
-    ("Debian 12", "distro", "T4", "535", "proprietary"),
-    ("Debian 12", "distro", "V100", "535", "proprietary"),
-    ("Debian 12", "distro", "H100", "535", "proprietary"),
-    ("Debian 13", "distro", "A100", "550", "proprietary"),
-    ("Debian 13", "distro", "H100", "550", "proprietary"),
-    ("Ubuntu 24.04", "distro", "T4", "595", "open"),
-    ("Ubuntu 24.04", "distro", "V100", "580", "proprietary"),
-    ("Ubuntu 24.04", "distro", "A100", "595", "open"),
-    ("Ubuntu 26.04", "distro", "H100", "595", "open"),
-    ("Ubuntu 26.04", "distro", "B200", "595", "open"),
-    ("Ubuntu 26.04", "distro", "V100", "580", "proprietary"),
-    ("Ubuntu 26.04", "cuda_repo", "B200", "595", "open"),
-    ("Rocky 10", "cuda_repo", "T4", "595", "open"),
-    ("Rocky 10", "cuda_repo", "V100", "580", "proprietary"),
-    ("Rocky 10", "cuda_repo", "B200", "595", "open"),
+    ("Debian-12", "distro", "T4", "535", "proprietary"),
+    ("Debian-12", "distro", "V100", "535", "proprietary"),
+    ("Debian-12", "distro", "H100", "535", "proprietary"),
+    ("Debian-13", "distro", "A100", "550", "proprietary"),
+    ("Debian-13", "distro", "H100", "550", "proprietary"),
+    ("Ubuntu-24", "distro", "T4", "595", "open"),
+    ("Ubuntu-24", "distro", "V100", "580", "proprietary"),
+    ("Ubuntu-24", "distro", "A100", "595", "open"),
+    ("Ubuntu-26", "distro", "H100", "595", "open"),
+    ("Ubuntu-26", "distro", "B200", "595", "open"),
+    ("Ubuntu-26", "distro", "V100", "580", "proprietary"),
+    ("Ubuntu-26", "cuda_repo", "B200", "595", "open"),
+    ("Rocky-10", "cuda_repo", "T4", "595", "open"),
+    ("Rocky-10", "cuda_repo", "V100", "580", "proprietary"),
+    ("Rocky-10", "cuda_repo", "B200", "595", "open"),
 ]
 
 
@@ -64,7 +57,7 @@ def test_auto_chooses_branch_and_flavour(os_name, source, gpu, branch, flavour):
 
 
 def test_a_source_with_only_ended_branches_is_used_and_said():
-    plan = choose("Debian 12", ["T4"])
+    plan = choose("Debian-12", ["T4"])
     assert plan["branch_choice"]["how"] == "auto (no branch the source offers is still supported by NVIDIA)"
     assert plan["branch_choice"]["lifecycle"] == {"branch": "535", "status": "ended", "designation": "LTSB",
                                                   "eol": "2026-06", "source": lifecycle.BRANCH_SOURCE}
@@ -72,7 +65,7 @@ def test_a_source_with_only_ended_branches_is_used_and_said():
 
 
 def test_auto_keeps_the_installed_branch_that_drives_the_gpus():
-    observed = {"os": OS["Ubuntu 24.04"], "gpu": {"gpus": [{"product_name": GPUS["T4"]}]},
+    observed = {"os": OS["Ubuntu-24"], "gpu": {"gpus": [{"product_name": GPUS["T4"]}]},
                 "driver": {"present": True, "owned": True, "package_version": "580.95.05"}}
     plan = kd.driver_plan(INPUTS, observed)
     assert (plan["branch"], plan["branch_choice"]["how"], plan["branch_choice"]["newest_supported"]) == (
@@ -81,27 +74,27 @@ def test_auto_keeps_the_installed_branch_that_drives_the_gpus():
 
 @pytest.mark.parametrize(("os_name", "gpus", "inputs", "message"), [
     # a Blackwell GPU on a source whose only branch predates it
-    ("Debian 13", ["B200"], {}, r"nvidia_driver_branch=auto: no branch the source offers \(550\) drives this node's "
+    ("Debian-13", ["B200"], {}, r"nvidia_driver_branch=auto: no branch the source offers \(550\) drives this node's "
                                 r"GPUs: NVIDIA B200 \(Blackwell\) need R570 or newer, the first branch that supports "
                                 r"them"),
     # an explicit branch older than the GPU needs: the GPU and the first branch named
-    ("Ubuntu 24.04", ["B200"], {"branch": "535"}, r"nvidia_driver_branch 535 cannot drive this node's GPUs: NVIDIA "
+    ("Ubuntu-24", ["B200"], {"branch": "535"}, r"nvidia_driver_branch 535 cannot drive this node's GPUs: NVIDIA "
                                                   r"B200 \(Blackwell\) need R570 or newer"),
     # an explicit branch newer than Volta's last
-    ("Ubuntu 24.04", ["V100"], {"branch": "595"}, r"Tesla V100-SXM2-16GB \(Volta\) are supported up to R580, the last "
+    ("Ubuntu-24", ["V100"], {"branch": "595"}, r"Tesla V100-SXM2-16GB \(Volta\) are supported up to R580, the last "
                                                   r"branch for them"),
     # a source whose oldest branch is newer than the GPU's last: the hint points at older branches
-    ("Ubuntu 26.04", ["V100"], {"source": "cuda_repo"}, r"no branch the source offers \(595, 610, 620\) drives this "
+    ("Ubuntu-26", ["V100"], {"source": "cuda_repo"}, r"no branch the source offers \(595, 610, 620\) drives this "
                                                        r"node's GPUs: Tesla V100-SXM2-16GB \(Volta\) are supported up "
                                                        r"to R580.*Use a source that carries an older branch"),
     # the flavour the wrong way round, naming the GPU
-    ("Ubuntu 24.04", ["V100"], {"branch": "580", "kernel_module": "open"},
+    ("Ubuntu-24", ["V100"], {"branch": "580", "kernel_module": "open"},
      r"kernel_module=open cannot drive Tesla V100-SXM2-16GB \(Volta\): the open kernel modules need Turing"),
-    ("Ubuntu 24.04", ["B200"], {"kernel_module": "proprietary"},
+    ("Ubuntu-24", ["B200"], {"kernel_module": "proprietary"},
      r"kernel_module=proprietary cannot drive NVIDIA B200 \(Blackwell\): they run only with the open kernel modules"),
     # one node, two GPUs that need different flavours
-    ("Ubuntu 24.04", ["V100", "B200"], {}, r"(no branch the source offers|need both kernel module flavours)"),
-    ("Ubuntu 24.04", ["V100", "B200"], {"branch": "580"},
+    ("Ubuntu-24", ["V100", "B200"], {}, r"(no branch the source offers|need both kernel module flavours)"),
+    ("Ubuntu-24", ["V100", "B200"], {"branch": "580"},
      r"need both kernel module flavours.*NVIDIA B200 \(Blackwell\) run only with the open modules, Tesla V100"),
 ])
 def test_refusals_name_the_gpu(os_name, gpus, inputs, message):
@@ -111,10 +104,10 @@ def test_refusals_name_the_gpu(os_name, gpus, inputs, message):
 
 @pytest.mark.parametrize(("os_name", "gpu", "inputs", "branch", "flavour"), [
     # the field-note clusters pin 535-era and older drivers: explicit branches and versions keep working
-    ("Ubuntu 24.04", "T4", {"branch": "535", "kernel_module": "proprietary"}, "535", "proprietary"),
-    ("Ubuntu 24.04", "T4", {"branch": "535"}, "535", "proprietary"),  # auto flavour: R535 predates R560
-    ("CentOS 7", "V100", {"source": "cuda_repo", "version": "460.32.03"}, "460", "proprietary"),
-    ("CentOS 7", "T4", {"source": "cuda_repo", "branch": "510", "version": "510.47.03"}, "510", "proprietary"),
+    ("Ubuntu-24", "T4", {"branch": "535", "kernel_module": "proprietary"}, "535", "proprietary"),
+    ("Ubuntu-24", "T4", {"branch": "535"}, "535", "proprietary"),  # auto flavour: R535 predates R560
+    ("CentOS-7", "V100", {"source": "cuda_repo", "version": "460.32.03"}, "460", "proprietary"),
+    ("CentOS-7", "T4", {"source": "cuda_repo", "branch": "510", "version": "510.47.03"}, "510", "proprietary"),
 ])
 def test_explicit_branches_and_versions_keep_working(os_name, gpu, inputs, branch, flavour):
     plan = choose(os_name, [gpu], **inputs)
@@ -122,7 +115,7 @@ def test_explicit_branches_and_versions_keep_working(os_name, gpu, inputs, branc
 
 
 def test_adopted_driver_flavour_is_read_never_assumed():
-    h100 = {"os": OS["Ubuntu 24.04"], "gpu": {"gpus": [{"product_name": GPUS["H100"]}]},
+    h100 = {"os": OS["Ubuntu-24"], "gpu": {"gpus": [{"product_name": GPUS["H100"]}]},
             "driver": {"present": True, "owned": False, "version": "580.159.04", "kernel_module": "open",
                        "kernel_module_source": "/proc/driver/nvidia/version"}}
     plan = kd.driver_plan(INPUTS, h100)
@@ -186,7 +179,7 @@ def test_auto_source_is_what_the_os_documents(os_release, source, named, repo):
 
 def test_a_first_run_on_rocky_10_plans_nvidias_repository_and_says_why():
     """The default inputs on Rocky 10 used to be refused ("no branch the source offers (none)")."""
-    plan = choose("Rocky 10", ["H100"], source="auto")
+    plan = choose("Rocky-10", ["H100"], source="auto")
     assert (plan["source"], plan["platform"], plan["branch"], plan["kernel_module"]) == (
         "cuda_repo", "RedHat-10", "595", "open")
     assert plan["source_choice"] == {
@@ -200,21 +193,21 @@ def test_a_first_run_on_rocky_10_plans_nvidias_repository_and_says_why():
     assert plan["packages"] == ["nvidia-open", "nvidia-driver-cuda", "nvidia-persistenced"]
     assert plan["branch_lock"] == "*nvidia*595*"
     # the same plan as nvidia_driver_source=cuda_repo written out, but for the record of why
-    asked = choose("Rocky 10", ["H100"], source="cuda_repo")
+    asked = choose("Rocky-10", ["H100"], source="cuda_repo")
     assert asked["source_choice"]["how"] == "asked"
     assert {k: v for k, v in plan.items() if k != "source_choice"} == {
         k: v for k, v in asked.items() if k != "source_choice"}
 
 
 def test_auto_on_debian_plans_exactly_what_distro_did():
-    plan, asked = choose("Debian 12", ["T4"], source="auto"), choose("Debian 12", ["T4"], source="distro")
+    plan, asked = choose("Debian-12", ["T4"], source="auto"), choose("Debian-12", ["T4"], source="distro")
     assert plan["source"] == "distro" and plan["source_choice"]["why"].startswith(
         "the default for Debian 12: the distribution packages the NVIDIA driver itself (branch 535)")
     assert {k: v for k, v in plan.items() if k != "source_choice"} == {
         k: v for k, v in asked.items() if k != "source_choice"}
 
 
-@pytest.mark.parametrize("os_name", ["Rocky 10", "Debian 12", "Ubuntu 24.04", "CentOS 7"])
+@pytest.mark.parametrize("os_name", ["Rocky-10", "Debian-12", "Ubuntu-24", "CentOS-7"])
 @pytest.mark.parametrize("source", ["distro", "cuda_repo", "runfile"])
 def test_an_explicit_source_is_kept_as_asked(os_name, source):
     chosen = kd.source_choice(source, OS[os_name])
@@ -223,12 +216,12 @@ def test_an_explicit_source_is_kept_as_asked(os_name, source):
 
 
 def test_explicit_sources_plan_as_before():
-    runfile = choose("Rocky 10", ["T4"], source="runfile",
+    runfile = choose("Rocky-10", ["T4"], source="runfile",
                      runfile_url="http://mirror.local/NVIDIA-Linux-x86_64-580.95.05.run")
     assert (runfile["source"], runfile["packages"], runfile["runfile"]["target"]) == ("runfile", [], "580.95.05")
-    deb_cuda = choose("Debian 12", ["H100"], source="cuda_repo")
+    deb_cuda = choose("Debian-12", ["H100"], source="cuda_repo")
     assert (deb_cuda["source"], deb_cuda["packages"]) == ("cuda_repo", ["nvidia-open-595"])
-    ubuntu = choose("Ubuntu 24.04", ["T4"], source="distro")
+    ubuntu = choose("Ubuntu-24", ["T4"], source="distro")
     assert ubuntu["packages"][0] == "nvidia-headless-595-server-open"
 
 
@@ -237,7 +230,7 @@ def test_distro_on_el_is_refused_saying_the_os_ships_no_driver():
                                        r"distribution driver packages \(Rocky Linux 10 ships no NVIDIA driver\)\. Use "
                                        r"nvidia_driver_source=auto \(the default: NVIDIA's CUDA repository here\), "
                                        r"cuda_repo or runfile"):
-        choose("Rocky 10", ["T4"], source="distro")
+        choose("Rocky-10", ["T4"], source="distro")
 
 
 @pytest.mark.parametrize("os_release", [
@@ -263,12 +256,12 @@ def test_auto_without_the_os_is_refused_never_guessed():
 def test_a_source_outside_the_choices_is_refused():
     with pytest.raises(KgnError, match=r"nvidia_driver_source is 'ppa'; it must be one of auto, distro, cuda_repo, "
                                        r"runfile"):
-        kd.source_choice("ppa", OS["Rocky 10"])
+        kd.source_choice("ppa", OS["Rocky-10"])
 
 
 def test_the_adopted_centos_7_drivers_stay_adopted_under_the_default():
     """The field-note CentOS 7.9 nodes: runfile drivers no package owns, kept as they are (inventories/examples)."""
-    observed = {"os": OS["CentOS 7"], "architecture": "x86_64",
+    observed = {"os": OS["CentOS-7"], "architecture": "x86_64",
                 "driver": {"present": True, "owned": False, "version": "460.32.03",
                            "nvidia_smi": "/usr/bin/nvidia-smi"}}
     plan = kd.driver_plan({**INPUTS, "source": "auto", "branch": "460", "version": "460.32.03"}, observed)
@@ -279,21 +272,21 @@ def test_the_adopted_centos_7_drivers_stay_adopted_under_the_default():
 
 def test_the_module_reads_the_packages_of_the_resolved_source():
     # observe() asks driver_packages with the role's inputs as given: auto is resolved there too
-    basics = kd.driver_packages({**INPUTS, "source": "auto"}, {"os": OS["Rocky 10"]})
+    basics = kd.driver_packages({**INPUTS, "source": "auto"}, {"os": OS["Rocky-10"]})
     assert (basics["source"], basics["family"], basics["packages"][0]) == ("cuda_repo", "redhat", "nvidia-open")
     assert basics["choice"]["platform"] == "RedHat-10"
 
 
 def test_no_gpu_facts_chooses_by_branch_and_says_so():
-    plan = kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": OS["Rocky 10"]})
+    plan = kd.driver_plan({**INPUTS, "source": "cuda_repo"}, {"os": OS["Rocky-10"]})
     assert (plan["branch"], plan["kernel_module"]) == ("595", "open")
     assert any("no GPU facts recorded" in a for a in plan["assumed"])
 
 
 def test_r620_has_no_proprietary_modules():
     with pytest.raises(KgnError, match="R620 has no proprietary kernel modules"):
-        choose("Rocky 10", ["T4"], "cuda_repo", branch="620", kernel_module="proprietary")
-    assert choose("Rocky 10", ["T4"], "cuda_repo", branch="620")["kernel_module"] == "open"
+        choose("Rocky-10", ["T4"], "cuda_repo", branch="620", kernel_module="proprietary")
+    assert choose("Rocky-10", ["T4"], "cuda_repo", branch="620")["kernel_module"] == "open"
 
 
 # --- lifecycles ---------------------------------------------------------------------------------------------
@@ -327,7 +320,7 @@ def test_an_eol_os_says_the_date_the_source_and_the_current_releases():
     assert "(no vendor support left)" in centos["message"] and centos["current"] == []
     assert "current releases: none (CentOS Linux ended; RHEL, Rocky Linux and AlmaLinux" in centos["message"]
     # the plan of an EOL node still works and carries the warning
-    plan = kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "460"}, {"os": OS["CentOS 7"]})
+    plan = kd.driver_plan({**INPUTS, "source": "cuda_repo", "branch": "460"}, {"os": OS["CentOS-7"]})
     assert plan["os_lifecycle"]["status"] == "eol" and plan["warnings"][0].startswith("CentOS Linux 7 is past")
 
 
@@ -416,7 +409,7 @@ def test_secure_boot_with_an_unsigned_module_names_the_cause_and_the_mok_steps()
 
 
 def test_the_driver_plan_carries_the_kernels_and_warns():
-    observed = {"os": OS["Debian 13"], "gpu": {"gpus": []}, "packages": {
+    observed = {"os": OS["Debian-13"], "gpu": {"gpus": []}, "packages": {
         "installed": "550.163.01-2", "present": ["nvidia-driver=550.163.01-2"], "offered": ["550.163.01-2"]},
         "kernels": {"running": "6.18.44", "kernels": [_kernel("6.12.117+deb13-amd64")],
                     "dkms": {"present": True, "modules": [{"module": "nvidia-current", "version": "550.163.01",
