@@ -649,6 +649,8 @@ def toml_parse(text: object, path: str = "the file") -> dict:
     body = "" if text is None else require_text(str(text), path)
     try:
         return _plain(tomlio.loads(body))
+    except tomlio.NoReader:
+        raise  # the node's Python, not the file: what to install
     except ValueError as err:
         raise KgnError(f"{path} is not valid TOML: {err}. It was left unchanged; fix it and run again") from None
 
