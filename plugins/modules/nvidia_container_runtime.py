@@ -7,7 +7,8 @@ module: nvidia_container_runtime
 short_description: Wire the NVIDIA runtime into Docker, containerd or CRI-O, safely and live
 description:
   - Reads the node (engine versions, cri-dockerd, the runtime config files, containerd's built-in default),
-    plans with the same code as the render (the runtime section of the host plan), and when the plan or the
+    plans on the control machine with the same code as the render (the runtime section of the host plan; its
+    action plugin, which reads and writes TOML with tomllib and tomli-w), and when the plan or the
     live engine differs from the node, validates the new files, backs them up, writes them, restarts the
     engine and checks the running engine; when it does not come back healthy the files are restored, the
     engine restarted and the module fails with the engine's own error.
