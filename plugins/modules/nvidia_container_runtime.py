@@ -271,10 +271,9 @@ def read_paths(paths):
     containerd import with ``*`` expanded as containerd does: runtime_live.go_glob)."""
     globs, texts = {}, {}
     for path in paths:
-        matches = go_glob(path) if "*" in path else [path]
         if "*" in path:
-            globs[path] = matches
-        for match in matches:
+            globs[path] = go_glob(path)
+        for match in globs.get(path, [path]):
             if len(texts) < MAX_CONFIG_FILES:
                 texts[match] = host.read(match)
     return {"globs": globs, "texts": texts}

@@ -10,12 +10,6 @@ raises StepFailed.
 
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.errors import KgnError
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime import runtime
-from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime import (
-    containerd_imports,
-    migration_needed,
-    toml_emit,
-    toml_parse,
-)
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime_args import INPUTS
 from ansible_collections.kgn.gpu_nodes.plugins.module_utils.runtime.runtime_live import MAX_CONFIG_FILES
 
@@ -30,10 +24,10 @@ def containerd_import_texts(config_path, text, read):
         entries = []
         for path in queue:
             try:
-                imports = toml_parse(files[path], path).get("imports") if files[path] is not None else None
+                imports = runtime.toml_parse(files[path], path).get("imports") if files[path] is not None else None
             except KgnError:
                 continue
-            entries.extend(entry for entry, _ in containerd_imports(path, imports, lambda pattern: [pattern]))
+            entries.extend(entry for entry, _ in runtime.containerd_imports(path, imports, lambda pattern: [pattern]))
         wanted = [path for path in dict.fromkeys(entries) if path not in seen]
         if not wanted:
             break
@@ -56,10 +50,10 @@ def complete(observed, containerd_config, read, migrate):
     for path, text in containerd_import_texts(containerd_config, files.get(containerd_config), read).items():
         files.setdefault(path, text)
     text = files.get(containerd_config)
-    if migration_needed(text, containerd):
-        bare = toml_parse(text, containerd_config)
+    if runtime.migration_needed(text, containerd):
+        bare = runtime.toml_parse(text, containerd_config)
         bare.pop("imports", None)  # `config migrate` would fold the imported files in
-        observed["containerd_migrated"] = migrate(toml_emit(bare))
+        observed["containerd_migrated"] = migrate(runtime.toml_emit(bare))
     return observed
 
 
